@@ -1,0 +1,117 @@
+"""The event records a sweep emits, and the columns they carry.
+
+Events are plain dicts with a "type" key, so they cross process boundaries,
+queues and Qt signals unchanged. Every consumer (run file writer, live plots,
+CLI progress, analysis) reads this one stream; nothing reaches back into the
+trainer.
+
+Event types, in the order a sweep emits them:
+
+- ``sweep_started``: ``spec`` (dict), ``runs`` (list of {index, batch_size, seed}),
+  ``environment`` (dict, see ``ENVIRONMENT_KEYS``), ``started`` (ISO time)
+- ``run_started``: ``run``, ``batch_size``, ``seed``, ``pid``, ``device``,
+  ``steps_per_epoch``, ``epochs``, ``samples``, ``started`` (ISO time)
+- ``steps``: ``run``, and one list per column of ``STEP_COLUMNS``
+- ``epoch_ended``: ``run``, and one value per column of ``EPOCH_COLUMNS``
+- ``run_ended``: ``run``, ``status`` (one of ``RUN_STATUSES``), ``message``,
+  ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s``
+- ``log``: ``level`` ("info", "warning", "error"), ``message``, optional ``run``
+- ``sweep_ended``: ``status`` (one of ``SWEEP_STATUSES``), ``message``, ``ended``
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+SWEEP_STARTED = "sweep_started"
+RUN_STARTED = "run_started"
+STEPS = "steps"
+EPOCH_ENDED = "epoch_ended"
+RUN_ENDED = "run_ended"
+LOG = "log"
+SWEEP_ENDED = "sweep_ended"
+
+EVENT_TYPES = (SWEEP_STARTED, RUN_STARTED, STEPS, EPOCH_ENDED, RUN_ENDED, LOG, SWEEP_ENDED)
+
+# A run ends in exactly one of these.
+RUN_STATUSES = ("ok", "oom", "diverged", "crashed", "interrupted", "error")
+# "pending" and "running" only appear in a run file before a run ends.
+RUN_FILE_STATUSES = ("pending", "running", *RUN_STATUSES)
+SWEEP_STATUSES = ("complete", "interrupted", "failed")
+
+ENVIRONMENT_KEYS = (
+    "app_version",
+    "python_version",
+    "platform",
+    "tensorflow_version",
+    "keras_version",
+    "cuda_version",
+    "cudnn_version",
+    "devices",  # list of {"name", "kind", "description", "memory_bytes"}
+    "device_description",
+    "host",
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a per-step or per-epoch table: name, dtype, units and a human label."""
+
+    name: str
+    dtype: str
+    units: str
+    long_name: str
+
+
+# Per-step record. `step` counts from 0 over the whole run.
+STEP_COLUMNS = (
+    Column("step", "int64", "", "global step index within the run, from 0"),
+    Column("epoch", "int32", "", "epoch index, from 0"),
+    Column("loss", "float32", "", "training loss of this mini-batch (before the update)"),
+    Column("batch_size", "int32", "samples", "samples in this mini-batch (the last one may be smaller)"),
+    Column("step_time", "float64", "s", "compute time of the step, device synchronised"),
+    Column("input_wait", "float64", "s", "time spent waiting for this step's batch from the input pipeline"),
+    Column("wall_time", "float64", "s", "time since the run's first step began, at the end of this step"),
+)
+
+# Per-epoch record. Memory values are -1 where the device cannot report them.
+EPOCH_COLUMNS = (
+    Column("epoch", "int32", "", "epoch index, from 0"),
+    Column("epoch_time", "float64", "s", "wall time of the epoch's training steps (validation excluded)"),
+    Column("compute_time", "float64", "s", "sum of step compute times in the epoch"),
+    Column("input_wait_time", "float64", "s", "sum of input-pipeline waits in the epoch"),
+    Column("train_loss", "float64", "", "sample-weighted mean of the epoch's mini-batch losses"),
+    Column("train_accuracy", "float64", "", "sample-weighted mean training accuracy (NaN without labels)"),
+    Column("val_loss", "float64", "", "validation loss after the epoch (NaN when validation is off)"),
+    Column("val_accuracy", "float64", "", "validation accuracy after the epoch (NaN without labels)"),
+    Column("val_time", "float64", "s", "wall time of the validation pass"),
+    Column("samples_per_s", "float64", "samples/s", "training samples divided by epoch_time"),
+    Column("tf_peak_bytes", "int64", "bytes", "TensorFlow allocator peak during the epoch (-1: not available)"),
+    Column("device_memory_bytes", "int64", "bytes", "process memory on the GPU as nvidia-smi shows it (-1: no GPU)"),
+    Column("rss_peak_bytes", "int64", "bytes", "peak resident host memory of the training process in the epoch"),
+    Column("wall_time", "float64", "s", "time since the run's first step began, at the end of this epoch"),
+)
+
+STEP_COLUMN_NAMES = tuple(c.name for c in STEP_COLUMNS)
+EPOCH_COLUMN_NAMES = tuple(c.name for c in EPOCH_COLUMNS)
+
+
+def now_iso() -> str:
+    """Current UTC time as an ISO 8601 string with seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def make_event(event_type: str, **fields: Any) -> dict[str, Any]:
+    """Build an event dict; raises ValueError for an unknown type (a programming error)."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    return {"type": event_type, **fields}
+
+
+def log_event(level: str, message: str, run: int | None = None) -> dict[str, Any]:
+    event = make_event(LOG, level=level, message=message)
+    if run is not None:
+        event["run"] = run
+    return event

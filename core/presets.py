@@ -1,0 +1,119 @@
+"""Named presets: a workload with the data, budget and optimizer defaults it was published with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+WORKLOADS = ("autoencoder", "cnn", "mlp", "keras-file")
+
+POWERS_OF_TWO_8_TO_512 = (8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    title: str
+    description: str
+    defaults: dict[str, Any]
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            name="mnist-autoencoder",
+            title="MNIST dense autoencoder",
+            description=(
+                "784-128-32-128-784 dense autoencoder, sigmoid output, binary cross-entropy summed "
+                "over the 784 pixels; 5,000 fixed samples, 10 epochs, batches as consecutive slices."
+            ),
+            defaults={
+                "workload": "autoencoder",
+                "data": "bundled",
+                "samples": 5000,
+                "val_samples": 1000,
+                "budget_unit": "epochs",
+                "epochs": 10,
+                "batch_sizes": POWERS_OF_TWO_8_TO_512,
+                "optimizer": "adam",
+                "lr": 0.001,
+                "momentum": 0.0,
+                "seeds": (0,),
+                "shuffle": False,
+                "device": "auto",
+            },
+        ),
+        Preset(
+            name="mnist-cnn",
+            title="MNIST small CNN",
+            description=(
+                "conv 10@5x5, max-pool 2, conv 20@5x5, max-pool 2, conv 40@3x3, max-pool 2, dense 10, "
+                "log-softmax; SGD lr 0.02, momentum 0.5; shuffled batches."
+            ),
+            defaults={
+                "workload": "cnn",
+                "data": "bundled",
+                "samples": 10000,
+                "val_samples": 2000,
+                "budget_unit": "epochs",
+                "epochs": 3,
+                "batch_sizes": (16, 32, 64, 128, 256, 512, 1024),
+                "optimizer": "sgd",
+                "lr": 0.02,
+                "momentum": 0.5,
+                "seeds": (0,),
+                "shuffle": True,
+                "device": "auto",
+            },
+        ),
+        Preset(
+            name="mnist-mlp",
+            title="MNIST MLP classifier",
+            description="784-256-10 ReLU classifier, softmax cross-entropy, Adam lr 0.001; shuffled batches.",
+            defaults={
+                "workload": "mlp",
+                "data": "bundled",
+                "samples": 10000,
+                "val_samples": 2000,
+                "budget_unit": "epochs",
+                "epochs": 5,
+                "batch_sizes": (16, 32, 64, 128, 256, 512, 1024),
+                "optimizer": "adam",
+                "lr": 0.001,
+                "momentum": 0.0,
+                "seeds": (0,),
+                "shuffle": True,
+                "device": "auto",
+            },
+        ),
+        Preset(
+            name="keras-file",
+            title="Your own .keras model",
+            description=(
+                "A model saved with model.save('name.keras'), loaded in safe mode, trained with its "
+                "compiled loss and optimizer unless you name another optimizer."
+            ),
+            defaults={
+                "workload": "keras-file",
+                "data": "bundled",
+                "samples": 5000,
+                "val_samples": 1000,
+                "budget_unit": "epochs",
+                "epochs": 5,
+                "batch_sizes": (16, 32, 64, 128, 256),
+                "optimizer": "model",
+                "lr": None,
+                "momentum": 0.0,
+                "seeds": (0,),
+                "shuffle": True,
+                "device": "auto",
+            },
+        ),
+    )
+}
+
+
+def preset_defaults(name: str) -> dict[str, Any]:
+    """The field values a preset starts from (a copy: callers may change it)."""
+    return dict(PRESETS[name].defaults)

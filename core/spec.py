@@ -1,0 +1,397 @@
+"""The sweep spec: what to measure, validated once for the CLI and the GUI alike.
+
+A spec is built from a preset plus the user's overrides. Every value a user can
+type goes through one parser per field, so the command line and the window show
+the same message for the same mistake. Nothing here imports TensorFlow or Qt.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from core.presets import PRESETS, WORKLOADS, preset_defaults
+
+OPTIMIZERS = ("adam", "sgd", "rmsprop", "adagrad", "adamw", "nadam", "adadelta", "model")
+BUDGET_UNITS = ("epochs",)  # steps, examples and train-to-target come later
+KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10")
+DATA_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
+MAX_BATCH_SIZE = 1 << 20
+
+
+class SpecError(ValueError):
+    """A value the user gave is not allowed; the message names field, value and what is allowed."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long each run trains. Only whole epochs for now."""
+
+    unit: str = "epochs"
+    amount: int = 10
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Everything that defines a sweep; JSON-serialisable and stored in the run file."""
+
+    preset: str = "mnist-autoencoder"
+    workload: str = "autoencoder"
+    model_file: str | None = None
+    data: str = "bundled"
+    samples: int = 5000
+    val_samples: int = 1000
+    budget: Budget = field(default_factory=Budget)
+    batch_sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512)
+    optimizer: str = "adam"
+    lr: float | None = None
+    momentum: float = 0.0
+    seeds: tuple[int, ...] = (0,)
+    shuffle: bool = False
+    device: str = "auto"
+
+    @property
+    def epochs(self) -> int:
+        return self.budget.amount
+
+    def runs(self) -> list[RunSpec]:
+        """One run per (seed, batch size); seed-major so the first pass covers every batch size."""
+        out = []
+        for seed in self.seeds:
+            for batch in self.batch_sizes:
+                out.append(RunSpec(index=len(out), batch_size=batch, seed=seed, sweep=self))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["batch_sizes"] = list(self.batch_sizes)
+        d["seeds"] = list(self.seeds)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SweepSpec:
+        """Rebuild a spec (e.g. from a run file's `spec` attribute), validating every field."""
+        values = dict(d)
+        budget = values.pop("budget", None)
+        if isinstance(budget, Mapping):
+            values["budget_unit"] = budget.get("unit", "epochs")
+            values["epochs"] = budget.get("amount")
+        return build_spec(values)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: a sweep's settings at one batch size and seed."""
+
+    index: int
+    batch_size: int
+    seed: int
+    sweep: SweepSpec
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "sweep": self.sweep.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunSpec:
+        return cls(
+            index=int(d["index"]),
+            batch_size=int(d["batch_size"]),
+            seed=int(d["seed"]),
+            sweep=SweepSpec.from_dict(d["sweep"]),
+        )
+
+
+# ---------------------------------------------------------------- field parsers
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def _int(field_name: str, value: Any, minimum: int, what: str) -> int:
+    if isinstance(value, bool):
+        raise SpecError(field_name, f"{value!r} is not an integer; {what}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise SpecError(field_name, f"{value!r} is not an integer; {what}")
+        value = int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            raise SpecError(field_name, f"{text!r} is not an integer; {what}") from None
+    if not isinstance(value, int):
+        raise SpecError(field_name, f"{value!r} is not an integer; {what}")
+    if value < minimum:
+        raise SpecError(field_name, f"{value} is too small; {what}")
+    return value
+
+
+def _int_list(field_name: str, value: Any, minimum: int, what: str) -> tuple[int, ...]:
+    if isinstance(value, str):
+        items = [v for v in value.replace(";", ",").replace(" ", ",").split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise SpecError(field_name, f"no values given; {what}")
+    parsed = [_int(field_name, v, minimum, what) for v in items]
+    if len(set(parsed)) != len(parsed):
+        dupes = sorted({v for v in parsed if parsed.count(v) > 1})
+        raise SpecError(field_name, f"{dupes[0]} is listed twice; list each value once")
+    return tuple(parsed)
+
+
+def parse_batch_sizes(value: Any) -> tuple[int, ...]:
+    what = f"batch sizes must be whole numbers from 1 to {MAX_BATCH_SIZE}, e.g. 8,16,32"
+    sizes = _int_list("batch_sizes", value, 1, what)
+    for s in sizes:
+        if s > MAX_BATCH_SIZE:
+            raise SpecError("batch_sizes", f"{s} is too large; {what}")
+    return sizes
+
+
+def parse_seeds(value: Any) -> tuple[int, ...]:
+    return _int_list("seeds", value, 0, "seeds must be whole numbers >= 0, e.g. 0,1,2")
+
+
+def parse_samples(value: Any) -> int:
+    return _int("samples", value, 1, "the number of training samples must be a whole number >= 1")
+
+
+def parse_val_samples(value: Any) -> int:
+    return _int("val_samples", value, 0, "validation samples must be a whole number >= 0 (0 = none)")
+
+
+def parse_epochs(value: Any) -> int:
+    return _int("epochs", value, 1, "epochs must be a whole number >= 1")
+
+
+def parse_budget_unit(value: Any) -> str:
+    return _choice("budget_unit", value, BUDGET_UNITS)
+
+
+def _choice(field_name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    if text not in allowed:
+        raise SpecError(field_name, f"{str(value)!r} is not known; choose one of {', '.join(allowed)}")
+    return text
+
+
+def parse_preset(value: Any) -> str:
+    return _choice("preset", value, tuple(PRESETS))
+
+
+def parse_workload(value: Any) -> str:
+    return _choice("workload", value, WORKLOADS)
+
+
+def parse_optimizer(value: Any) -> str:
+    return _choice("optimizer", value, OPTIMIZERS)
+
+
+def parse_lr(value: Any) -> float | None:
+    if _blank(value):
+        return None
+    what = "the learning rate must be a number > 0, e.g. 0.001 (empty = the optimizer's default)"
+    try:
+        lr = float(value)
+    except (TypeError, ValueError):
+        raise SpecError("lr", f"{value!r} is not a number; {what}") from None
+    if not math.isfinite(lr) or lr <= 0:
+        raise SpecError("lr", f"{value!r} is not allowed; {what}")
+    return lr
+
+
+def parse_momentum(value: Any) -> float:
+    what = "momentum must be a number from 0 to 1 (used by sgd and rmsprop)"
+    try:
+        m = float(value)
+    except (TypeError, ValueError):
+        raise SpecError("momentum", f"{value!r} is not a number; {what}") from None
+    if not (0.0 <= m < 1.0):
+        raise SpecError("momentum", f"{value!r} is out of range; {what}")
+    return m
+
+
+def parse_shuffle(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SpecError("shuffle", f"{value!r} is not allowed; use true or false")
+
+
+def parse_device(value: Any) -> str:
+    text = str(value).strip().lower()
+    what = "the device must be auto, cpu or gpu:N (N = 0, 1, ...)"
+    if text in ("auto", "cpu"):
+        return text
+    if text.startswith("gpu:") and text[4:].isdigit():
+        return f"gpu:{int(text[4:])}"
+    if text == "gpu":
+        return "gpu:0"
+    raise SpecError("device", f"{value!r} is not known; {what}")
+
+
+def parse_data(value: Any) -> str:
+    """`bundled`, `keras:NAME`, or a path to an existing .npz / .h5 file."""
+    text = "bundled" if _blank(value) else str(value).strip()
+    if text == "bundled":
+        return text
+    if text.startswith("keras:"):
+        name = text[len("keras:") :]
+        if name not in KERAS_DATASETS:
+            allowed = ", ".join(f"keras:{n}" for n in KERAS_DATASETS)
+            raise SpecError("data", f"{text!r} is not a Keras dataset BatchLab knows; choose {allowed}")
+        return text
+    if not text.lower().endswith(DATA_FILE_SUFFIXES):
+        raise SpecError(
+            "data",
+            f"{text!r} is not a data source; use bundled, keras:mnist, keras:fashion_mnist, "
+            "keras:cifar10, or a .npz/.h5 file with x_train and y_train",
+        )
+    if not os.path.isfile(text):
+        raise SpecError("data", f"file {text!r} does not exist")
+    return os.path.abspath(text)
+
+
+def parse_model_file(value: Any) -> str | None:
+    if _blank(value):
+        return None
+    text = str(value).strip()
+    if not text.lower().endswith(".keras"):
+        raise SpecError("model_file", f"{text!r} is not a .keras file; save your model with model.save('name.keras')")
+    if not os.path.isfile(text):
+        raise SpecError("model_file", f"file {text!r} does not exist")
+    return os.path.abspath(text)
+
+
+FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "preset": parse_preset,
+    "workload": parse_workload,
+    "model_file": parse_model_file,
+    "data": parse_data,
+    "samples": parse_samples,
+    "val_samples": parse_val_samples,
+    "budget_unit": parse_budget_unit,
+    "epochs": parse_epochs,
+    "batch_sizes": parse_batch_sizes,
+    "optimizer": parse_optimizer,
+    "lr": parse_lr,
+    "momentum": parse_momentum,
+    "seeds": parse_seeds,
+    "shuffle": parse_shuffle,
+    "device": parse_device,
+}
+
+
+def _parse_all(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Parse each given field on top of its preset's defaults; return parsed values and errors."""
+    unknown = sorted(set(values) - set(FIELD_PARSERS))
+    errors: dict[str, str] = {}
+    for name in unknown:
+        errors[name] = f"{name}: unknown setting; known settings are {', '.join(FIELD_PARSERS)}"
+    preset_name = values.get("preset")
+    try:
+        preset = parse_preset("mnist-autoencoder" if _blank(preset_name) else preset_name)
+    except SpecError as e:
+        errors["preset"] = str(e)
+        preset = "mnist-autoencoder"
+    merged = dict(preset_defaults(preset))
+    merged.update({k: v for k, v in values.items() if k in FIELD_PARSERS and v is not None})
+    merged["preset"] = preset
+    parsed: dict[str, Any] = {}
+    for name, parser in FIELD_PARSERS.items():
+        if name in errors or name not in merged:
+            continue
+        try:
+            parsed[name] = parser(merged[name])
+        except SpecError as e:
+            errors[name] = str(e)
+    _check_combinations(parsed, errors)
+    return parsed, errors
+
+
+def _check_combinations(p: dict[str, Any], errors: dict[str, str]) -> None:
+    """Checks that involve more than one field; each error is filed under the field to fix."""
+    if "batch_sizes" in p and "samples" in p:
+        too_big = [b for b in p["batch_sizes"] if b > p["samples"]]
+        if too_big and "batch_sizes" not in errors:
+            errors["batch_sizes"] = str(
+                SpecError(
+                    "batch_sizes",
+                    f"{too_big[0]} is larger than the {p['samples']} training samples; "
+                    "use batch sizes up to the number of samples",
+                )
+            )
+    if p.get("workload") == "keras-file" and p.get("model_file") is None and "model_file" not in errors:
+        errors["model_file"] = str(SpecError("model_file", "the keras-file workload needs a .keras model file"))
+    if p.get("optimizer") == "model" and p.get("workload") != "keras-file" and "optimizer" not in errors:
+        errors["optimizer"] = str(
+            SpecError("optimizer", "'model' (keep the model file's optimizer) only works with a .keras model file")
+        )
+
+
+def spec_errors(values: Mapping[str, Any]) -> dict[str, str]:
+    """All problems with these values, by field; empty when they make a valid spec."""
+    return _parse_all(values)[1]
+
+
+def build_spec(values: Mapping[str, Any]) -> SweepSpec:
+    """Turn user values (strings or native types; None = preset default) into a validated spec.
+
+    Raises SpecError for the first problem found, in field order.
+    """
+    parsed, errors = _parse_all(values)
+    if errors:
+        first = next(iter(errors))
+        message = errors[first]
+        raise SpecError(first, message.split(": ", 1)[1] if message.startswith(f"{first}: ") else message)
+    budget = Budget(unit=parsed.pop("budget_unit"), amount=parsed.pop("epochs"))
+    return SweepSpec(budget=budget, **parsed)
+
+
+def with_overrides(spec: SweepSpec, **changes: Any) -> SweepSpec:
+    """A copy of a valid spec with some fields changed (re-validated)."""
+    d = spec.to_dict()
+    budget = d.pop("budget")
+    d["budget_unit"] = budget["unit"]
+    d["epochs"] = budget["amount"]
+    d.update(changes)
+    return build_spec(d)
+
+
+__all__ = [
+    "Budget",
+    "FIELD_PARSERS",
+    "RunSpec",
+    "SpecError",
+    "SweepSpec",
+    "build_spec",
+    "replace",
+    "spec_errors",
+    "with_overrides",
+]
