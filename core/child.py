@@ -1,0 +1,174 @@
+"""Entry points of the training child process: the only place TensorFlow is imported.
+
+The parent (CLI or GUI) starts one child per run with multiprocessing's spawn context, so
+a crash or an out-of-memory kill takes only that run with it. The child sends event dicts
+(core/events.py) through a one-way pipe and watches a stop flag between steps.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import sys
+from typing import Any
+
+from core.events import RUN_ENDED, log_event, make_event, now_iso
+from core.spec import RunSpec, SpecError, SweepSpec
+
+PROBE_RESULT = "probe_result"
+PROBE_ERROR = "probe_error"
+
+
+def _set_device_environment(device: str) -> None:
+    """Choose the visible devices before TensorFlow is imported; it reads these once."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # make CUDA's numbering match NVML's
+    if device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+    elif device.startswith("gpu:"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+
+
+def _redirect_output(log_path: str | None) -> None:
+    """Send the child's stdout/stderr (TensorFlow's chatter, crash dumps) to a log file."""
+    if not log_path:
+        return
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _cpu_description() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"CPU: {model} ({os.cpu_count()} logical cores)"
+
+
+def _setup_tensorflow(device: str):
+    """Import TF, enable GPU memory growth; return (tf, tf_device, nvml_index, device_name)."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        # Allocate GPU memory as needed, so nvidia-smi shows what a run uses, not all of it.
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if device.startswith("gpu:") and not gpus:
+        raise SpecError("device", f"{device} was asked for but TensorFlow sees no GPU; use cpu or auto")
+    if gpus and device != "cpu":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        first = visible.split(",")[0].strip()
+        nvml_index = int(first) if first.isdigit() else 0
+        return tf, "GPU:0", nvml_index, f"gpu:{nvml_index}"
+    return tf, None, None, "cpu"
+
+
+def describe_environment(tf) -> dict[str, Any]:
+    """Versions and devices, as stored in every run file's root attributes."""
+    import keras
+    import psutil
+
+    from core import __version__
+    from core.memory import GpuProcessMemory
+
+    build = tf.sysconfig.get_build_info()
+    devices = [
+        {
+            "name": "cpu",
+            "kind": "CPU",
+            "description": _cpu_description(),
+            "memory_bytes": int(psutil.virtual_memory().total),
+        }
+    ]
+    for i, gpu in enumerate(tf.config.list_physical_devices("GPU")):
+        details = tf.config.experimental.get_device_details(gpu)
+        name = details.get("device_name", gpu.name)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+        index = int(visible[i]) if i < len(visible) and visible[i].strip().isdigit() else i
+        devices.append(
+            {
+                "name": f"gpu:{index}",
+                "kind": "GPU",
+                "description": f"{name} (compute capability {details.get('compute_capability', '?')})",
+                "memory_bytes": GpuProcessMemory(index).total_bytes(),
+            }
+        )
+    using = devices[1] if len(devices) > 1 else devices[0]
+    return {
+        "app_version": __version__,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "tensorflow_version": tf.__version__,
+        "keras_version": keras.__version__,
+        "cuda_version": str(build.get("cuda_version", "") or "none"),
+        "cudnn_version": str(build.get("cudnn_version", "") or "none"),
+        "devices": devices,
+        "device_description": f"{using['name']}: {using['description']}",
+        "host": platform.node(),
+    }
+
+
+def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True) -> None:
+    """Report the environment; with `check`, also load the data (downloading a Keras dataset
+    if needed) and build the model, so a bad spec fails before any run starts."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _redirect_output(log_path)
+    try:
+        spec = SweepSpec.from_dict(spec_dict)
+        _set_device_environment(spec.device)
+        tf, *_ = _setup_tensorflow(spec.device)
+        environment = describe_environment(tf)
+        if not check:
+            conn.send({"type": PROBE_RESULT, "environment": environment})
+            return
+        from core.datasets import load_dataset, prepare_arrays
+        from core.workloads import build_model
+
+        data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
+        build_model(spec.runs()[0], data)
+        conn.send({"type": PROBE_RESULT, "environment": environment})
+    except SpecError as e:
+        conn.send({"type": PROBE_ERROR, "field": e.field, "message": e.message})
+    except Exception as e:  # the parent shows one line; the log file keeps the traceback
+        import traceback
+
+        traceback.print_exc()
+        conn.send({"type": PROBE_ERROR, "field": "setup", "message": f"{type(e).__name__}: {e}".splitlines()[0]})
+    finally:
+        conn.close()
+
+
+def run_main(run_dict: dict, conn, stop_event, log_path: str | None) -> None:
+    """Train one run and stream its events to the parent."""
+    # Ctrl-C reaches the whole process group; the parent decides, and tells us through stop_event.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _redirect_output(log_path)
+    run = RunSpec.from_dict(run_dict)
+    try:
+        _set_device_environment(run.sweep.device)
+        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
+        from core.trainer import train_run
+
+        train_run(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name)
+    except Exception as e:  # failures before training started; the sweep goes on with the next run
+        import traceback
+
+        traceback.print_exc()
+        message = e.args[0] if isinstance(e, SpecError) else f"{type(e).__name__}: {e}"
+        message = str(message).splitlines()[0] if str(message) else type(e).__name__
+        conn.send(log_event("error", message, run=run.index))
+        conn.send(make_event(RUN_ENDED, run=run.index, status="error", message=message, ended=now_iso()))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.close()

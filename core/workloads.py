@@ -1,0 +1,185 @@
+"""Keras models for each workload, compiled with their optimizer. Imported only in the training child."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+from core.spec import RunSpec, SpecError
+
+# Keras's own defaults, used when the spec gives no learning rate.
+_OPTIMIZER_CLASSES = {
+    "adam": keras.optimizers.Adam,
+    "sgd": keras.optimizers.SGD,
+    "rmsprop": keras.optimizers.RMSprop,
+    "adagrad": keras.optimizers.Adagrad,
+    "adamw": keras.optimizers.AdamW,
+    "nadam": keras.optimizers.Nadam,
+    "adadelta": keras.optimizers.Adadelta,
+}
+
+AUTOENCODER_HIDDEN = 128
+AUTOENCODER_CODE = 32
+MLP_HIDDEN = 256
+
+
+def summed_binary_crossentropy(y_true, y_pred):
+    """Binary cross-entropy summed over the features of a sample (not averaged), as in the
+    classic MNIST-autoencoder experiments, so loss magnitudes (~40-100) are comparable."""
+    per_feature_mean = keras.losses.binary_crossentropy(y_true, y_pred)
+    features = ops.cast(ops.shape(y_true)[-1], per_feature_mean.dtype)
+    return per_feature_mean * features
+
+
+def make_optimizer(name: str, lr: float | None, momentum: float) -> keras.optimizers.Optimizer:
+    cls = _OPTIMIZER_CLASSES[name]
+    kwargs: dict[str, Any] = {}
+    if lr is not None:
+        kwargs["learning_rate"] = lr
+    if name in ("sgd", "rmsprop"):
+        kwargs["momentum"] = momentum
+    return cls(**kwargs)
+
+
+def _autoencoder(features: int) -> keras.Model:
+    inputs = keras.Input(shape=(features,), name="pixels")
+    h = layers.Dense(AUTOENCODER_HIDDEN, activation="relu", name="encoder_hidden")(inputs)
+    code = layers.Dense(AUTOENCODER_CODE, activation="relu", name="code")(h)
+    h = layers.Dense(AUTOENCODER_HIDDEN, activation="relu", name="decoder_hidden")(code)
+    outputs = layers.Dense(features, activation="sigmoid", name="reconstruction")(h)
+    return keras.Model(inputs, outputs, name="mnist_autoencoder")
+
+
+def _cnn(image_shape: tuple[int, ...], classes: int) -> keras.Model:
+    if image_shape[0] < 22 or image_shape[1] < 22:
+        raise SpecError(
+            "data", f"images of {image_shape[0]}x{image_shape[1]} are too small for the CNN; it needs 22x22 or larger"
+        )
+    inputs = keras.Input(shape=image_shape, name="image")
+    x = layers.Conv2D(10, 5, activation="relu", name="conv1")(inputs)
+    x = layers.MaxPooling2D(2, name="pool1")(x)
+    x = layers.Conv2D(20, 5, activation="relu", name="conv2")(x)
+    x = layers.MaxPooling2D(2, name="pool2")(x)
+    x = layers.Conv2D(40, 3, activation="relu", name="conv3")(x)
+    x = layers.MaxPooling2D(2, name="pool3")(x)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(classes, name="dense")(x)
+    outputs = layers.Activation("log_softmax", name="log_softmax")(x)
+    return keras.Model(inputs, outputs, name="mnist_cnn")
+
+
+def _mlp(features: int, classes: int) -> keras.Model:
+    inputs = keras.Input(shape=(features,), name="pixels")
+    h = layers.Dense(MLP_HIDDEN, activation="relu", name="hidden")(inputs)
+    outputs = layers.Dense(classes, name="logits")(h)
+    return keras.Model(inputs, outputs, name="mnist_mlp")
+
+
+def build_model(run: RunSpec, data) -> tuple[keras.Model, Any, Any, Any, Any, list[str]]:
+    """Build and compile the run's model; return (model, x_train, y_train, x_val, y_val, notes).
+
+    `data` is core.datasets.PreparedData. Arrays may be reshaped or one-hot encoded to fit a
+    user's model; every such change is described in `notes` so the user sees it in the log.
+    """
+    spec = run.sweep
+    if spec.workload == "keras-file":
+        return _user_model(run, data)
+    classes = data.num_classes or 0
+    if spec.workload == "autoencoder":
+        model = _autoencoder(int(np.prod(data.input_shape)))
+        loss, metrics = summed_binary_crossentropy, []
+    elif spec.workload == "cnn":
+        model = _cnn(tuple(data.input_shape), classes)
+        # log-softmax outputs are valid logits: softmax(log_softmax(z)) == softmax(z), so this is the NLL loss.
+        loss, metrics = keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+    else:
+        model = _mlp(int(np.prod(data.input_shape)), classes)
+        loss, metrics = keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+    model.compile(optimizer=make_optimizer(spec.optimizer, spec.lr, spec.momentum), loss=loss, metrics=metrics)
+    return model, data.x_train, data.y_train, data.x_val, data.y_val, []
+
+
+def _load_user_model(path: str) -> keras.Model:
+    try:
+        return keras.saving.load_model(path, safe_mode=True, compile=True)
+    except Exception as e:  # Keras raises many types for a bad file; the user needs one line.
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "safe_mode" in str(e) or "lambda" in str(e).lower():
+            reason = "it contains a Lambda layer or other code, which safe mode refuses to load"
+        raise SpecError("model_file", f"could not load {path!r} as a Keras model: {reason}") from None
+
+
+def _fit_inputs(x, expected: tuple, notes: list[str], which: str):
+    if x is None or tuple(x.shape[1:]) == expected:
+        return x
+    if None not in expected and math.prod(x.shape[1:]) == math.prod(expected):
+        notes.append(f"{which} samples reshaped from {tuple(x.shape[1:])} to {expected} to fit the model's input")
+        return x.reshape((x.shape[0], *expected))
+    raise SpecError(
+        "data",
+        f"samples have shape {tuple(x.shape[1:])} but the model expects input shape {expected}; "
+        "use data whose samples match the model's input",
+    )
+
+
+def _user_model(run: RunSpec, data):
+    spec = run.sweep
+    model = _load_user_model(spec.model_file)
+    notes: list[str] = []
+    if isinstance(model.input_shape, list) or isinstance(model.output_shape, list):
+        raise SpecError("model_file", "models with several inputs or outputs are not supported yet; use one of each")
+    in_shape = tuple(model.input_shape[1:])
+    out_shape = tuple(model.output_shape[1:])
+    x_train = _fit_inputs(data.x_train, in_shape, notes, "training")
+    x_val = _fit_inputs(data.x_val, in_shape, notes, "validation")
+    loss = getattr(model, "loss", None)
+    if loss is None:
+        raise SpecError(
+            "model_file", "the model file has no compiled loss; call model.compile(loss=...) before model.save()"
+        )
+    if out_shape == in_shape:
+        y_train, y_val, metrics = x_train, x_val, []
+    else:
+        y_train, y_val = _labels_for(model, loss, data, out_shape, notes)
+        metrics = ["accuracy"]
+    if spec.optimizer == "model":
+        if model.optimizer is None:
+            raise SpecError("optimizer", "the model file has no optimizer; name one (e.g. adam) instead of 'model'")
+        config = model.optimizer.get_config()
+        if spec.lr is not None:
+            config["learning_rate"] = spec.lr
+        optimizer = model.optimizer.__class__.from_config(config)
+    else:
+        optimizer = make_optimizer(spec.optimizer, spec.lr, spec.momentum)
+    model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
+    return model, x_train, y_train, x_val, y_val, notes
+
+
+def _labels_for(model, loss, data, out_shape: tuple, notes: list[str]):
+    if not data.has_labels:
+        raise SpecError(
+            "data",
+            f"the model's output shape {out_shape} differs from its input, so it needs labels, but the data has no y_train",
+        )
+    if len(out_shape) != 1:
+        raise SpecError(
+            "model_file", f"output shape {out_shape} is not supported; use a (classes,) output or an autoencoder"
+        )
+    units = out_shape[0]
+    top = int(max(data.y_train.max(), data.y_val.max() if data.y_val is not None else 0))
+    if top >= units:
+        raise SpecError(
+            "data",
+            f"labels go up to {top} but the model has {units} outputs; labels must be 0 to {units - 1}",
+        )
+    loss_name = loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
+    one_hot = "categorical" in str(loss_name).lower() and "sparse" not in str(loss_name).lower()
+    if not one_hot:
+        return data.y_train, data.y_val
+    notes.append(f"labels one-hot encoded to {units} classes for the model's {loss_name} loss")
+    eye = np.eye(units, dtype="float32")
+    return eye[data.y_train], (eye[data.y_val] if data.y_val is not None else None)
