@@ -163,7 +163,7 @@ def _labels_for(model, loss, data, out_shape: tuple, notes: list[str]):
     if not data.has_labels:
         raise SpecError(
             "data",
-            f"the model's output shape {out_shape} differs from its input, so it needs labels, but the data has no y_train",
+            f"the model's output shape {out_shape} differs from its input, so it needs labels; the data has no y_train",
         )
     if len(out_shape) != 1:
         raise SpecError(
