@@ -1,0 +1,326 @@
+"""Training data: load the bundled MNIST subset, a user's .npz/.h5 file or a Keras dataset, check it, shape it.
+
+Everything a user can get wrong in a data file is caught here and reported as one line naming the
+file, what is wrong and what is allowed. Only numpy and h5py are imported at module level; Keras is
+imported inside `load_keras_dataset`, which only the training child process calls. Files are read with
+`allow_pickle=False`, so a data file can never run code.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from core.presets import WORKLOADS
+from core.spec import KERAS_DATASETS, SpecError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_FILE = REPO_ROOT / "resources" / "mnist_subset.npz"
+BUNDLED_NAME = "bundled MNIST subset"
+ARRAY_KEYS = ("x_train", "y_train", "x_test", "y_test")
+NPZ_SUFFIXES = (".npz",)
+HDF5_SUFFIXES = (".h5", ".hdf5")
+NUMERIC_KINDS = "iuf"  # signed/unsigned integers and floats; no bool, complex, strings or objects
+PIXEL_MAX = 255.0  # integer pixels are scaled by this into [0, 1]
+FLAT_WORKLOADS = ("autoencoder", "mlp")
+LABELLED_WORKLOADS = ("cnn", "mlp")
+FILE_HINT = "use the bundled default (--data bundled) or a file (--data my.npz with x_train, y_train)"
+
+
+class DataError(SpecError):
+    """A data source the user chose cannot be used; a SpecError on field "data" (or "samples"/"val_samples")."""
+
+    def __init__(self, message: str, *, field_name: str = "data"):
+        super().__init__(field_name, message)
+
+
+@dataclass
+class Dataset:
+    """Validated arrays as stored: x_* keep their dtype, labels are 1-D int64 (or None without labels)."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray | None
+    x_test: np.ndarray | None
+    y_test: np.ndarray | None
+
+    @property
+    def num_classes(self) -> int | None:
+        """Largest label + 1 over train and test; None without labels."""
+        labels = [y for y in (self.y_train, self.y_test) if y is not None and y.size]
+        return int(max(y.max() for y in labels)) + 1 if labels else None
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        """Shape of one training sample, e.g. (28, 28)."""
+        return tuple(self.x_train.shape[1:])
+
+
+@dataclass
+class PreparedData:
+    """Arrays ready for training: x float32 in model layout, labels int32, or targets equal to the inputs.
+
+    `has_labels` says the dataset carries class labels; `target_is_input` says y_* are the inputs
+    themselves (autoencoder), not labels. x_val/y_val are None when validation is off.
+    """
+
+    x_train: np.ndarray
+    y_train: np.ndarray | None
+    x_val: np.ndarray | None
+    y_val: np.ndarray | None
+    input_shape: tuple[int, ...]
+    num_classes: int | None
+    has_labels: bool
+    target_is_input: bool
+
+
+def bundled_path() -> Path:
+    """The MNIST subset shipped with BatchLab (10,000 train, 2,000 test images, uint8)."""
+    return BUNDLED_FILE
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_dataset(source: str) -> Dataset:
+    """Load and check "bundled", "keras:NAME" or a path to a .npz / .h5 / .hdf5 file."""
+    text = str(source).strip()
+    if text == "bundled":
+        if not bundled_path().is_file():
+            raise DataError(
+                f"the bundled file '{bundled_path()}' is missing; regenerate it with "
+                "python resources/make_mnist_subset.py or use --data my.npz"
+            )
+        return _validated(BUNDLED_NAME, f"the bundled file '{bundled_path()}'", _read_npz(bundled_path()))
+    if text.startswith("keras:"):
+        return load_keras_dataset(text[len("keras:") :])
+    path = Path(text).expanduser()
+    suffix = path.suffix.lower()
+    if suffix not in NPZ_SUFFIXES + HDF5_SUFFIXES:
+        raise DataError(
+            f"{text!r} is not a data source; use bundled, keras:mnist, keras:fashion_mnist, "
+            "keras:cifar10, or a .npz/.h5/.hdf5 file with x_train and y_train"
+        )
+    if not path.is_file():
+        raise DataError(f"file '{path}' does not exist; {FILE_HINT}")
+    arrays = _read_npz(path) if suffix in NPZ_SUFFIXES else _read_hdf5(path)
+    return _validated(path.stem, f"file '{path}'", arrays)
+
+
+def load_keras_dataset(name: str) -> Dataset:
+    """Load keras.datasets.NAME (cached in ~/.keras/datasets, downloaded on first use) and check it."""
+    if name not in KERAS_DATASETS:
+        allowed = ", ".join(f"keras:{n}" for n in KERAS_DATASETS)
+        raise DataError(f"'keras:{name}' is not a Keras dataset BatchLab knows; choose {allowed}")
+    try:
+        import keras  # deferred: only the training child process may import TensorFlow/Keras
+    except ImportError as e:
+        raise DataError(f"'keras:{name}' needs Keras, which is not installed; {FILE_HINT}") from e
+    try:
+        (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
+    except Exception as e:  # Keras raises a bare Exception for URL fetch failures
+        raise DataError(
+            f"could not download Keras dataset '{name}' (offline and not cached in ~/.keras/datasets); {FILE_HINT}"
+        ) from e
+    arrays = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+    return _validated(name, f"Keras dataset '{name}'", arrays)
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The known arrays of an npz archive, read without unpickling anything."""
+    origin = f"file '{path}'"
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):
+        raise DataError(f"{origin} is not a valid .npz archive (a zip of .npy arrays as np.savez writes)")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: archive[key] for key in ARRAY_KEYS if key in archive.files}
+    except ValueError as e:
+        if "pickle" in str(e).lower() or "object arrays" in str(e).lower():
+            raise DataError(
+                f"{origin} holds object arrays (pickled Python objects), which are not allowed "
+                "for safety; save plain numeric arrays with np.savez"
+            ) from None
+        raise DataError(f"{origin} is not a valid .npz archive ({e}); save it again with np.savez") from None
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
+        raise DataError(f"{origin} is not a valid .npz archive (corrupt or truncated: {e})") from None
+
+
+def _read_hdf5(path: Path) -> dict[str, np.ndarray]:
+    """The known datasets at the root of an HDF5 file, checked to be numeric before they are read."""
+    origin = f"file '{path}'"
+    try:
+        with h5py.File(path, "r") as f:
+            arrays = {}
+            for key in ARRAY_KEYS:
+                if key not in f:
+                    continue
+                node = f[key]
+                if not isinstance(node, h5py.Dataset):
+                    raise DataError(f"{origin}: '{key}' is a group; store {key} as a dataset at the file's root")
+                _check_numeric(origin, key, node.dtype)
+                arrays[key] = node[()]
+            return arrays
+    except OSError as e:
+        raise DataError(f"{origin} is not a valid HDF5 file (corrupt, truncated or another format: {e})") from None
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _check_numeric(origin: str, key: str, dtype: np.dtype) -> None:
+    if dtype.kind not in NUMERIC_KINDS:
+        raise DataError(
+            f"{origin}: {key} has dtype {dtype}, which is not numeric; store integers (e.g. uint8 pixels) or floats"
+        )
+
+
+def _check_inputs(origin: str, key: str, x: np.ndarray) -> None:
+    """x_* must be numeric, (samples, ...) with at least one sample, and finite."""
+    _check_numeric(origin, key, x.dtype)
+    if x.ndim < 2:
+        raise DataError(f"{origin}: {key} has shape {x.shape}; it needs at least 2 dimensions (samples, features...)")
+    if x.shape[0] == 0:
+        raise DataError(f"{origin}: {key} has no samples; give at least one")
+    if x.dtype.kind == "f" and not np.isfinite(x).all():
+        bad = int(np.count_nonzero(~np.isfinite(x)))
+        raise DataError(f"{origin}: {key} contains {bad} NaN or inf values; all inputs must be finite numbers")
+
+
+def _checked_labels(origin: str, key: str, y: np.ndarray, samples: int, x_key: str) -> np.ndarray:
+    """Labels as 1-D int64 class indices; (N, 1) is flattened."""
+    _check_numeric(origin, key, y.dtype)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.reshape(-1)
+    if y.ndim != 1:
+        raise DataError(
+            f"{origin}: {key} has shape {y.shape}; labels must be class indices of shape (N,) or (N, 1), not one-hot"
+        )
+    if len(y) != samples:
+        raise DataError(
+            f"{origin}: {key} has {len(y)} labels but {x_key} has {samples} samples; give one label per sample"
+        )
+    if y.dtype.kind == "f" and not (np.isfinite(y).all() and np.array_equal(y, np.round(y))):
+        raise DataError(
+            f"{origin}: {key} has labels that are not whole numbers; labels must be class indices 0, 1, 2, ..."
+        )
+    if y.size and y.min() < 0:
+        raise DataError(f"{origin}: {key} has a negative label ({y.min()}); labels must be class indices 0, 1, 2, ...")
+    return y.astype(np.int64)
+
+
+def _validated(name: str, origin: str, arrays: dict[str, np.ndarray]) -> Dataset:
+    """Check the arrays of one source against each other and build a Dataset."""
+    if "x_train" not in arrays:
+        raise DataError(f"{origin} has no x_train; store the training inputs as x_train (and labels as y_train)")
+    x_train, x_test = arrays["x_train"], arrays.get("x_test")
+    y_train, y_test = arrays.get("y_train"), arrays.get("y_test")
+    _check_inputs(origin, "x_train", x_train)
+    if y_train is not None:
+        y_train = _checked_labels(origin, "y_train", y_train, len(x_train), "x_train")
+    if x_test is None and y_test is not None:
+        raise DataError(f"{origin} has y_test but no x_test; store both or neither")
+    if x_test is not None:
+        _check_inputs(origin, "x_test", x_test)
+        if x_test.shape[1:] != x_train.shape[1:]:
+            raise DataError(
+                f"{origin}: x_test samples have shape {x_test.shape[1:]} but x_train samples have "
+                f"{x_train.shape[1:]}; both splits must have the same sample shape"
+            )
+        if (y_test is None) != (y_train is None):
+            have, lack = ("y_train", "y_test") if y_test is None else ("y_test", "y_train")
+            raise DataError(f"{origin} has {have} but no {lack}; give labels for both splits or for neither")
+        if y_test is not None:
+            y_test = _checked_labels(origin, "y_test", y_test, len(x_test), "x_test")
+    return Dataset(name=name, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+
+
+# ---------------------------------------------------------------- preparation
+
+
+def prepare_arrays(dataset: Dataset, workload: str, samples: int, val_samples: int) -> PreparedData:
+    """The first `samples` training and first `val_samples` test samples (never shuffled), shaped for `workload`.
+
+    Integer pixels are scaled to float32 in [0, 1] (divided by 255); float data is kept as float32.
+    """
+    if workload not in WORKLOADS:
+        raise SpecError("workload", f"{workload!r} is not known; choose one of {', '.join(WORKLOADS)}")
+    available = len(dataset.x_train)
+    if not 1 <= samples <= available:
+        raise DataError(
+            f"{samples} training samples asked for but dataset '{dataset.name}' has {available}; use 1 to {available}",
+            field_name="samples",
+        )
+    has_labels = dataset.y_train is not None
+    if workload in LABELLED_WORKLOADS and not has_labels:
+        raise DataError(
+            f"the {workload} workload needs labels but dataset '{dataset.name}' has no y_train; "
+            "add y_train or use the autoencoder workload"
+        )
+    x_train = _shaped(dataset, workload, dataset.x_train[:samples])
+    y_train = None if dataset.y_train is None else dataset.y_train[:samples].astype(np.int32)
+    x_val, y_val = None, None
+    if val_samples > 0 and dataset.x_test is not None:
+        test_available = len(dataset.x_test)
+        if val_samples > test_available:
+            raise DataError(
+                f"{val_samples} validation samples asked for but the test split of '{dataset.name}' has "
+                f"{test_available}; use 0 to {test_available}",
+                field_name="val_samples",
+            )
+        x_val = _shaped(dataset, workload, dataset.x_test[:val_samples])
+        y_val = None if dataset.y_test is None else dataset.y_test[:val_samples].astype(np.int32)
+    target_is_input = workload == "autoencoder"
+    if target_is_input:
+        y_train, y_val = x_train, x_val
+    return PreparedData(
+        x_train=x_train,
+        y_train=y_train,
+        x_val=x_val,
+        y_val=y_val,
+        input_shape=tuple(x_train.shape[1:]),
+        num_classes=dataset.num_classes,
+        has_labels=has_labels,
+        target_is_input=target_is_input,
+    )
+
+
+def _scaled(x: np.ndarray) -> np.ndarray:
+    """float32 copy; integer pixels divided by 255."""
+    out = x.astype(np.float32)
+    if x.dtype.kind in "iu":
+        out /= np.float32(PIXEL_MAX)
+    return out
+
+
+def _shaped(dataset: Dataset, workload: str, x: np.ndarray) -> np.ndarray:
+    """Scale and lay out samples: flat vectors, (H, W, C) images, or as stored (keras-file)."""
+    out = _scaled(x)
+    if workload in FLAT_WORKLOADS:
+        out = out.reshape(len(out), -1)
+    elif workload == "cnn":
+        if out.ndim == 2:
+            raise DataError(
+                f"the CNN needs images but dataset '{dataset.name}' has 1-D samples of shape {out.shape[1:]}; "
+                "store x_train as (N, H, W) or (N, H, W, C)"
+            )
+        if out.ndim == 3:
+            out = out[..., np.newaxis]
+        if out.ndim != 4:
+            raise DataError(
+                f"the CNN needs (H, W) or (H, W, C) images but dataset '{dataset.name}' has samples of shape "
+                f"{out.shape[1:]}"
+            )
+    if workload == "autoencoder" and out.size and (out.min() < 0.0 or out.max() > 1.0):
+        raise DataError(
+            f"the autoencoder needs pixels in [0, 1] (sigmoid output, binary cross-entropy) but "
+            f"dataset '{dataset.name}' has {x.dtype} values from {x.min()} to {x.max()}; "
+            "store uint8 pixels (0-255) or floats in [0, 1]"
+        )
+    return out
