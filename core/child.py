@@ -52,7 +52,7 @@ def _cpu_description() -> str:
                     break
     except OSError:
         pass
-    return f"CPU: {model} ({os.cpu_count()} logical cores)"
+    return f"{model} ({os.cpu_count()} logical cores)"
 
 
 def _setup_tensorflow(device: str):

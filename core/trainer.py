@@ -250,8 +250,10 @@ def _train_epoch(
     steps.send()
     val_loss, val_acc, val_time = _validate(model, x_val, y_val, run.batch_size)
     train_loss = loss_sum / seen if seen else math.nan
-    state["samples"] += seen
-    state["train_time"] += epoch_time
+    if epoch > 0 or run.sweep.epochs == 1:
+        # Epoch 0 includes tracing and compiling the step; throughput is steady-state when it can be.
+        state["samples"] += seen
+        state["train_time"] += epoch_time
     state["last_epoch_loss"] = train_loss
     emit(
         make_event(

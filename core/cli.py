@@ -1,0 +1,169 @@
+"""The headless command line: `batchlab sweep | report | info | presets`.
+
+Builds the same SweepSpec as the window, prints a progress bar with ETA while the sweep
+runs and the summary table at the end. User mistakes print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from core.presets import PRESETS
+from core.progress import ProgressPrinter
+from core.spec import FIELD_PARSERS, SpecError, build_spec
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+DEFAULT_OUT_DIR = "runs"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# (option, spec field, help); every value is parsed by core.spec, never here.
+SWEEP_OPTIONS = (
+    ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default mnist-autoencoder)"),
+    ("--workload", "workload", "autoencoder, cnn, mlp or keras-file (default: the preset's)"),
+    ("--model", "model_file", "a .keras model file (loaded in safe mode) for the keras-file workload"),
+    ("--data", "data", "bundled (default), keras:mnist, keras:fashion_mnist, keras:cifar10, or a .npz/.h5 file"),
+    ("--samples", "samples", "training samples used, the first N of the data"),
+    ("--val-samples", "val_samples", "validation samples from the test split (0 = no validation)"),
+    ("--epochs", "epochs", "epochs per run"),
+    ("--batch-sizes", "batch_sizes", "comma-separated, e.g. 8,16,32"),
+    ("--optimizer", "optimizer", "adam, sgd, rmsprop, adagrad, adamw, nadam, adadelta, or model (the file's)"),
+    ("--lr", "lr", "learning rate (default: the preset's)"),
+    ("--momentum", "momentum", "momentum for sgd and rmsprop"),
+    ("--seeds", "seeds", "comma-separated seeds; each batch size runs once per seed"),
+    ("--device", "device", "auto (default), cpu or gpu:N"),
+)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="batchlab", description="Measure how the mini-batch size changes training time, memory and loss."
+    )
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sweep = sub.add_parser("sweep", help="run a batch-size sweep headless and save it to an HDF5 run file")
+    for option, _field, help_text in SWEEP_OPTIONS:
+        sweep.add_argument(option, default=None, help=help_text)
+    sweep.add_argument("--shuffle", dest="shuffle", action="store_true", default=None, help="reshuffle every epoch")
+    sweep.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="consecutive slices, fixed order")
+    sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
+    sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
+    report = sub.add_parser("report", help="print the summary table of a run file")
+    report.add_argument("file", help="an .h5 run file written by batchlab")
+    report.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    sub.add_parser("info", help="print versions and the devices TensorFlow sees")
+    sub.add_parser("presets", help="list the named presets and their defaults")
+    return parser
+
+
+def _default_out(preset: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder = Path(DEFAULT_OUT_DIR)
+    folder.mkdir(exist_ok=True)
+    return folder / f"{preset}-{stamp}.h5"
+
+
+def _print_table(path: Path) -> None:
+    from core.report import format_table, read_run_file, summary_rows
+
+    print(format_table(summary_rows(read_run_file(path))))
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from core.runner import SweepRunner, run_sweep
+
+    values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
+    values["shuffle"] = args.shuffle
+    spec = build_spec(values)
+    out = Path(args.out) if args.out else _default_out(spec.preset)
+    runner = SweepRunner(spec)
+    progress = ProgressPrinter(spec, stream=sys.stderr, enabled=not args.quiet)
+
+    def on_sigint(signum, frame):
+        if runner.stop_requested:
+            progress.note("killing the current run")
+            runner.kill_current()
+        else:
+            progress.note("stopping after the current step (Ctrl-C again to kill it)")
+            runner.stop()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        progress.note(f"checking data and model for {len(spec.runs())} runs (starting TensorFlow)...")
+        status = run_sweep(spec, out, sink=progress.handle, overwrite=args.overwrite, runner=runner)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        progress.close()
+    print(f"run file: {out}")
+    _print_table(out)
+    return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from core.report import format_table, read_run_file, summary_rows
+
+    record = read_run_file(args.file)
+    rows = summary_rows(record)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return EXIT_OK
+    env = record.environment
+    print(f"{args.file}: sweep {record.status}; {env.get('device_description', 'unknown device')}")
+    print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
+    print(format_table(rows))
+    return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from core.runner import probe_environment
+
+    env = probe_environment()
+    for key in ("app_version", "python_version", "platform", "tensorflow_version", "keras_version"):
+        print(f"{key:20s} {env.get(key)}")
+    print(f"{'cuda_version':20s} {env.get('cuda_version')}  (cuDNN {env.get('cudnn_version')})")
+    print("devices:")
+    for d in env.get("devices", []):
+        mem = d.get("memory_bytes", -1)
+        mem_text = f"{mem / (1 << 30):.1f} GiB" if mem and mem > 0 else "memory unknown"
+        print(f"  {d['name']:8s} {d['description']} ({mem_text})")
+    return EXIT_OK
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    for preset in PRESETS.values():
+        print(f"{preset.name}: {preset.title}")
+        print(f"    {preset.description}")
+        shown = {k: v for k, v in preset.defaults.items() if k in FIELD_PARSERS}
+        print(
+            "    " + ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in shown.items())
+        )
+    return EXIT_OK
+
+
+COMMANDS = {"sweep": cmd_sweep, "report": cmd_report, "info": cmd_info, "presets": cmd_presets}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one CLI command; returns the process exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args)
+    except SpecError as e:
+        print(f"batchlab: {e}", file=sys.stderr)
+        return EXIT_USAGE

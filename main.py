@@ -1,0 +1,26 @@
+"""BatchLab entry point: `batchlab` opens the window; `batchlab sweep|report|info|presets` run headless.
+
+Kept import-light on purpose: the window process never imports TensorFlow, and the
+training child (spawned with multiprocessing) re-imports this module.
+"""
+
+from __future__ import annotations
+
+import sys
+
+CLI_COMMANDS = ("sweep", "report", "info", "presets", "-h", "--help")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in CLI_COMMANDS:
+        from core.cli import main as cli_main
+
+        return cli_main(argv)
+    from gui.app import run_app
+
+    return run_app(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
