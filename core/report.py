@@ -1,0 +1,293 @@
+"""Reading a run file back, and the per-run summary table the CLI prints.
+
+The reader opens files with HDF5 file locking off, so the GUI can read a file while the sweep's
+writer (in the same process, see core/runfile.py) has it open and has flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from core import __version__
+from core.runfile import FORMAT, FORMAT_VERSION, HDF5_SIGNATURE, RunFileError, _int_or
+
+MIB = 1 << 20
+MESSAGE_WIDTH = 60  # characters of a run's message shown in the table
+TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
+    ("batch_size", "batch", "{:d}"),
+    ("seed", "seed", "{:d}"),
+    ("final_loss", "final loss", "{:.4g}"),
+    ("total_time", "time (s)", "{:.1f}"),
+    ("samples_per_s", "samples/s", "{:.0f}"),
+    ("peak_memory_bytes", "peak mem (MiB)", "{:.1f}"),
+)
+
+
+def _native(value: Any) -> Any:
+    """HDF5 attribute values as plain Python (str, int, float, list)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [_native(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _last_finite(values: np.ndarray | None) -> float:
+    if values is None:
+        return math.nan
+    finite = values[np.isfinite(values)]
+    return float(finite[-1]) if len(finite) else math.nan
+
+
+@dataclass
+class RunRecord:
+    """One run as the file holds it; `status` is exactly what the writer last wrote."""
+
+    index: int
+    batch_size: int
+    seed: int
+    status: str
+    message: str
+    attrs: dict[str, Any]
+    steps: dict[str, np.ndarray]
+    epochs: dict[str, np.ndarray]
+
+    def _ended_value(self, name: str) -> float:
+        """A number run_ended gave; NaN when it did not arrive or gave none (a crash, a kill)."""
+        try:
+            return float(self.attrs.get(name, math.nan))
+        except (TypeError, ValueError):
+            return math.nan
+
+    @property
+    def final_loss(self) -> float:
+        """run_ended's final loss if it gave a finite one, else the last epoch's train_loss (NaN if none)."""
+        value = self._ended_value("final_loss")
+        return value if math.isfinite(value) else _last_finite(self.epochs.get("train_loss"))
+
+    @property
+    def total_time(self) -> float:
+        """Seconds of training from run_ended, else the last recorded epoch's wall_time (NaN if none)."""
+        value = self._ended_value("total_time")
+        return value if math.isfinite(value) else _last_finite(self.epochs.get("wall_time"))
+
+    @property
+    def samples_per_s(self) -> float:
+        """Training throughput (samples/s) from run_ended, else the mean over recorded epochs."""
+        value = self._ended_value("samples_per_s")
+        if math.isfinite(value):
+            return value
+        values = self.epochs.get("samples_per_s")
+        finite = values[np.isfinite(values)] if values is not None else np.array([])
+        return float(finite.mean()) if len(finite) else math.nan
+
+    @property
+    def peak_memory_source(self) -> str | None:
+        """Which epoch column `peak_memory_bytes` comes from, or None when no epoch reported memory.
+
+        On a GPU the TensorFlow allocator peak is preferred: it is the memory the tensors of this
+        batch size needed. nvidia-smi's figure comes next: it adds the CUDA context and the
+        allocator's cached pool, which hide the batch-size effect. Host RSS is the CPU fallback.
+        """
+        for name in ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes"):
+            values = self.epochs.get(name)
+            if values is not None and np.any(values >= 0):
+                return name
+        return None
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        """Largest value over the epochs of the column `peak_memory_source` names; -1 when unknown."""
+        source = self.peak_memory_source
+        return -1 if source is None else int(self.epochs[source].max())
+
+
+@dataclass
+class SweepRecord:
+    """A whole run file: root attributes, the spec and environment it was made with, and its runs."""
+
+    attrs: dict[str, Any]
+    spec: dict[str, Any]
+    environment: dict[str, Any]
+    status: str
+    runs: list[RunRecord]
+    path: Path | None = None
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        return str(self.attrs.get("message", ""))
+
+
+def status_if_writer_gone(status: str) -> str:
+    """How to read a status once no writer holds the file: "running" then means "interrupted"."""
+    return "interrupted" if status == "running" else status
+
+
+def _json_attr(attrs: dict[str, Any], name: str) -> dict[str, Any]:
+    try:
+        value = json.loads(attrs.get(name) or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _read_table(group: h5py.Group | None) -> dict[str, np.ndarray]:
+    """Every dataset of a steps/ or epochs/ group, trimmed to a common length.
+
+    Columns can differ in length only when a writer died between appending them; the extra
+    rows of the longer columns are incomplete and are dropped.
+    """
+    if group is None:
+        return {}
+    table = {name: ds[()] for name, ds in group.items() if isinstance(ds, h5py.Dataset) and ds.ndim == 1}
+    n = min((len(v) for v in table.values()), default=0)
+    return {name: values[:n] for name, values in table.items()}
+
+
+def _read_run(group: h5py.Group) -> RunRecord:
+    attrs = {k: _native(v) for k, v in group.attrs.items()}
+    return RunRecord(
+        index=_int_or(attrs.get("index")),
+        batch_size=_int_or(attrs.get("batch_size")),
+        seed=_int_or(attrs.get("seed")),
+        status=str(attrs.get("status", "pending")),
+        message=str(attrs.get("message", "")),
+        attrs=attrs,
+        steps=_read_table(group.get("steps")),
+        epochs=_read_table(group.get("epochs")),
+    )
+
+
+def _open_for_reading(path: Path) -> h5py.File:
+    expected = "expected a BatchLab run file (.h5) written by a sweep"
+    if not path.exists():
+        raise RunFileError(f"{path} does not exist; {expected}")
+    if not path.is_file():
+        raise RunFileError(f"{path} is not a file; {expected}")
+    try:
+        # locking=False: the GUI reads while the writer (same process, also unlocked) has the file open.
+        return h5py.File(path, "r", locking=False)
+    except OSError as e:
+        with open(path, "rb") as raw:
+            is_hdf5 = raw.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE
+        if is_hdf5:
+            raise RunFileError(f"{path} is an HDF5 file but cannot be opened ({e}); {expected}") from None
+        raise RunFileError(f"{path} is not an HDF5 file; {expected}") from None
+
+
+def read_run_file(path: str | Path) -> SweepRecord:
+    """Load a whole run file. Raises RunFileError (field "file") for anything that is not one we can read."""
+    path = Path(path)
+    with _open_for_reading(path) as f:
+        attrs = {k: _native(v) for k, v in f.attrs.items()}
+        if attrs.get("format") != FORMAT:
+            raise RunFileError(
+                f"{path} is an HDF5 file but not a BatchLab run file (its root has no format='{FORMAT}' "
+                "attribute); expected a file written by a BatchLab sweep"
+            )
+        version = _int_or(attrs.get("format_version"))
+        if version < 1:
+            raise RunFileError(
+                f"{path} has no valid format_version attribute at its root (found "
+                f"{attrs.get('format_version')!r}); expected a whole number such as {FORMAT_VERSION}"
+            )
+        if version > FORMAT_VERSION:
+            raise RunFileError(
+                f"{path} uses run-file format version {attrs.get('format_version')}, newer than the version "
+                f"{FORMAT_VERSION} this BatchLab {__version__} reads; update BatchLab to open it"
+            )
+        try:
+            runs = [_read_run(g) for g in f.get("runs", {}).values() if isinstance(g, h5py.Group)]
+            log = [_native(line) for line in f["log"][()]] if "log" in f else []
+        except (OSError, KeyError, ValueError) as e:
+            raise RunFileError(
+                f"{path} could not be read ({e}); if a sweep is writing it, try again after the next epoch"
+            ) from None
+    runs.sort(key=lambda r: r.index)
+    return SweepRecord(
+        attrs=attrs,
+        spec=_json_attr(attrs, "spec"),
+        environment=_json_attr(attrs, "environment"),
+        status=str(attrs.get("status", "")),
+        runs=runs,
+        path=path,
+        log=log,
+    )
+
+
+# ---------------------------------------------------------------------- summary
+
+
+def summary_rows(record: SweepRecord, writer_gone: bool = False) -> list[dict[str, Any]]:
+    """One dict per run: index, batch_size, seed, status, final_loss, total_time (s),
+    samples_per_s, peak_memory_bytes (-1 unknown) and message.
+
+    With `writer_gone`, runs the file still calls "running" are reported as "interrupted".
+    """
+    rows = []
+    for run in record.runs:
+        status = status_if_writer_gone(run.status) if writer_gone else run.status
+        rows.append(
+            {
+                "index": run.index,
+                "batch_size": run.batch_size,
+                "seed": run.seed,
+                "status": status,
+                "final_loss": run.final_loss,
+                "total_time": run.total_time,
+                "samples_per_s": run.samples_per_s,
+                "peak_memory_bytes": run.peak_memory_bytes,
+                "message": run.message,
+            }
+        )
+    return rows
+
+
+def _cell(key: str, value: Any, fmt: str) -> str:
+    """A number as text; NaN, None and the -1 "not available" marker show as "-"."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if key in ("batch_size", "seed", "peak_memory_bytes") and value < 0:
+        return "-"
+    if key == "peak_memory_bytes":
+        value = value / MIB
+    return fmt.format(value)
+
+
+def _status_cell(status: str, message: str) -> str:
+    """The status; for anything but "ok", followed by the message's first line, shortened."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    if status == "ok" or not lines:
+        return status
+    text = lines[0]
+    if len(text) > MESSAGE_WIDTH:
+        text = text[: MESSAGE_WIDTH - 3] + "..."
+    return f"{status}: {text}"
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Plain-text table of summary_rows(), one line per run, for terminals and logs."""
+    header = [h for _, h, _ in TABLE_COLUMNS] + ["status"]
+    body = [
+        [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
+        + [_status_cell(str(row.get("status", "")), row.get("message", ""))]
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    last = len(header) - 1
+
+    def line(cells: list[str]) -> str:
+        parts = [c.rjust(w) if i < last else c for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join(line(cells) for cells in [header, *body])

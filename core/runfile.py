@@ -1,0 +1,399 @@
+"""The sweep's HDF5 run file, written by one writer in the parent process from the event stream.
+
+The file explains itself (see docs/runfile-format.md): a ``format`` / ``format_version`` pair at
+the root, one group per run, one chunked, gzip-compressed, resizable dataset per column with
+``units`` and ``long_name`` attributes. The writer flushes after every epoch and every status
+change, and uses the default (oldest compatible) HDF5 format, so a writer killed mid-sweep
+leaves a file that opens without ``h5clear``.
+
+What a kill can destroy is bounded too. HDF5 keeps no journal: a chunk written between flushes
+can land in space the last flushed state still points to. So the writer keeps every dataset it
+appends to open (their chunks then reach the disk only at a flush) and turns off the reuse of
+freed file space (``fs_strategy="none"``), so rewritten chunks go to fresh space and the last
+flushed data stays readable. The price is a little dead space per flush.
+
+Reading and summarising a file is core/report.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from core import __version__
+from core.events import (
+    EPOCH_COLUMNS,
+    EPOCH_ENDED,
+    LOG,
+    RUN_ENDED,
+    RUN_STARTED,
+    STEP_COLUMNS,
+    STEPS,
+    SWEEP_ENDED,
+    SWEEP_STARTED,
+    Column,
+    now_iso,
+)
+from core.spec import SpecError
+
+FORMAT = "batchlab-sweep"
+FORMAT_VERSION = 1
+FILE_SUFFIXES = (".h5", ".hdf5")
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+STEP_CHUNK = 4096  # rows per chunk: a few epochs of steps, about 100 KiB per float column
+EPOCH_CHUNK = 64
+LOG_CHUNK = 256
+GZIP_LEVEL = 4
+INTERRUPTED_MESSAGE = "sweep ended before this run finished"
+# Root attributes the writer owns; environment keys with these names stay only in `environment`.
+RESERVED_ROOT_ATTRS = frozenset(
+    ("format", "format_version", "created", "updated", "status", "message", "started", "ended")
+    + ("app_version", "spec", "environment")
+)
+
+
+class RunFileError(SpecError):
+    """A file the user named is not a run file BatchLab can read; the message says which and why."""
+
+    def __init__(self, message: str):
+        super().__init__("file", message)
+
+
+def run_group_name(index: int) -> str:
+    """Name of a run's group under /runs, e.g. run_007."""
+    return f"run_{index:03d}"
+
+
+def _missing(dtype: str) -> float | int:
+    """The value written where an event lacks a column: NaN for floats, -1 for integers."""
+    return -1 if np.dtype(dtype).kind in "iu" else math.nan
+
+
+def _clean(value: Any, fill: float | int, is_int: bool) -> Any:
+    if value is None:
+        return fill
+    if is_int and isinstance(value, float) and not math.isfinite(value):
+        return fill
+    return value
+
+
+def _column_values(column: Column, values: Any, n: int) -> np.ndarray:
+    """`values` as n items of the column's dtype; missing or short lists are padded with the fill."""
+    fill = _missing(column.dtype)
+    if values is None:
+        return np.full(n, fill, dtype=column.dtype)
+    is_int = np.dtype(column.dtype).kind in "iu"
+    items = [_clean(v, fill, is_int) for v in values][:n]
+    items += [fill] * (n - len(items))
+    return np.asarray(items, dtype=column.dtype)
+
+
+def _append(dataset: h5py.Dataset, values: np.ndarray) -> None:
+    start = dataset.shape[0]
+    dataset.resize((start + len(values),))
+    dataset[start:] = values
+
+
+def _int_or(value: Any, default: int = -1) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _float_or_nan(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+class RunFileWriter:
+    """Writes one sweep's run file from the event stream; the parent process owns the only instance.
+
+    Use as a context manager, or call ``close()``: runs still "running" when it closes are marked
+    "interrupted", so a file never claims work is in progress once its writer is gone.
+    """
+
+    def __init__(self, path: str | Path, overwrite: bool = False):
+        self.path = Path(path)
+        if self.path.suffix.lower() not in FILE_SUFFIXES:
+            raise SpecError("out", f"{self.path} does not end in .h5 or .hdf5; name the run file e.g. sweep.h5")
+        if self.path.exists() and not overwrite:
+            raise SpecError("out", f"{self.path} already exists; choose another file or pass --overwrite")
+        parent = self.path.parent
+        if not parent.is_dir():
+            raise SpecError("out", f"cannot create {self.path}: folder {parent} does not exist")
+        # os.open first: it reports the OS reason plainly, and O_EXCL closes the race with another writer.
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+        try:
+            os.close(os.open(self.path, flags, 0o666))
+        except OSError as e:
+            raise SpecError("out", f"cannot create {self.path}: {e.strerror or e}") from None
+        try:
+            # Default libver on purpose (see module docstring). No HDF5 file lock, so the GUI in this
+            # same process can open the file read-only while we write (HDF5 refuses mixed lock flags).
+            self._file: h5py.File | None = h5py.File(self.path, "w", locking=False, fs_strategy="none")
+        except OSError as e:
+            self.path.unlink(missing_ok=True)
+            raise SpecError("out", f"cannot create {self.path} as an HDF5 file: {e}") from None
+        created = now_iso()
+        self._file.attrs.update(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "created": created,
+                "updated": created,
+                "status": "running",
+                "message": "",
+                "app_version": __version__,
+            }
+        )
+        # Open datasets, kept so their chunks stay cached until a flush (module docstring).
+        self._columns: dict[tuple[int, str], dict[str, h5py.Dataset]] = {}
+        self._log_dataset: h5py.Dataset | None = None
+        self._handlers = {
+            SWEEP_STARTED: self._sweep_started,
+            RUN_STARTED: self._run_started,
+            STEPS: self._steps,
+            EPOCH_ENDED: self._epoch_ended,
+            RUN_ENDED: self._run_ended,
+            LOG: self._log,
+            SWEEP_ENDED: self._sweep_ended,
+        }
+        self.flush()
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def handle(self, event: dict[str, Any]) -> None:
+        """Record one event. Unknown event types are ignored, so newer producers work with this writer."""
+        handler = self._handlers.get(event.get("type"))
+        if handler is not None:
+            handler(event)
+
+    def flush(self) -> None:
+        """Stamp `updated` and push everything to disk, so readers and a later crash see it."""
+        f = self._open_file()
+        f.attrs["updated"] = now_iso()
+        f.flush()
+
+    def close(self) -> None:
+        """Mark unfinished work interrupted, flush and close. Safe to call twice."""
+        if self._file is None:
+            return
+        f = self._file
+        ended = now_iso()
+        for group in f.get("runs", {}).values():
+            if group.attrs.get("status") == "running":
+                group.attrs.update({"status": "interrupted", "message": INTERRUPTED_MESSAGE, "ended": ended})
+        if f.attrs.get("status") == "running":
+            f.attrs.update(
+                {"status": "interrupted", "message": "the run file was closed before the sweep ended", "ended": ended}
+            )
+        self.flush()
+        self._columns.clear()
+        self._log_dataset = None
+        f.close()
+        self._file = None
+
+    def __enter__(self) -> RunFileWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _open_file(self) -> h5py.File:
+        if self._file is None:
+            raise RuntimeError(f"run file {self.path} is already closed")
+        return self._file
+
+    def _run_group(self, index: int, batch_size: Any = None, seed: Any = None) -> h5py.Group:
+        """The run's group, created as "pending" if the sweep's plan did not list it."""
+        runs = self._open_file().require_group("runs")
+        name = run_group_name(index)
+        if name not in runs:
+            group = runs.create_group(name)
+            group.attrs.update(
+                {
+                    "index": index,
+                    "batch_size": _int_or(batch_size),
+                    "seed": _int_or(seed),
+                    "status": "pending",
+                    "message": "",
+                }
+            )
+        return runs[name]
+
+    def _table(self, index: int, name: str) -> dict[str, h5py.Dataset]:
+        """The open datasets of a run's steps/ or epochs/ group, created on first use."""
+        key = (index, name)
+        if key in self._columns:
+            return self._columns[key]
+        columns, chunk = (STEP_COLUMNS, STEP_CHUNK) if name == "steps" else (EPOCH_COLUMNS, EPOCH_CHUNK)
+        group = self._run_group(index)
+        if name not in group:
+            table = group.create_group(name)
+            table.attrs["columns"] = np.array([c.name for c in columns], dtype=h5py.string_dtype("utf-8"))
+            for c in columns:
+                ds = table.create_dataset(
+                    c.name,
+                    shape=(0,),
+                    maxshape=(None,),
+                    dtype=c.dtype,
+                    chunks=(chunk,),
+                    compression="gzip",
+                    compression_opts=GZIP_LEVEL,
+                    shuffle=True,
+                    fillvalue=_missing(c.dtype),
+                )
+                ds.attrs["units"] = c.units
+                ds.attrs["long_name"] = c.long_name
+        self._columns[key] = {c.name: group[name][c.name] for c in columns}
+        return self._columns[key]
+
+    def _release(self, index: int) -> None:
+        """Close a finished run's datasets; call only right after a flush, when their chunks are clean."""
+        self._columns.pop((index, "steps"), None)
+        self._columns.pop((index, "epochs"), None)
+
+    def _event_run(self, event: dict[str, Any]) -> int | None:
+        """The run index an event names, making sure its group exists; None (and a log line) if it names none."""
+        index = event.get("run")
+        if index is None:
+            self._write_log("warning", f"ignored a {event.get('type')} event that names no run")
+            return None
+        self._run_group(int(index))
+        return int(index)
+
+    def _write_log(self, level: str, message: str, run: Any = None, time: str | None = None) -> None:
+        f = self._open_file()
+        if self._log_dataset is None:
+            if "log" not in f:
+                ds = f.create_dataset(
+                    "log", shape=(0,), maxshape=(None,), dtype=h5py.string_dtype("utf-8"), chunks=(LOG_CHUNK,)
+                )
+                ds.attrs["long_name"] = "sweep log, one line per message: ISO time, level, [run N], message"
+            self._log_dataset = f["log"]
+        where = f" [run {run}]" if run is not None else ""
+        line = f"{time or now_iso()} {level}{where} {message}"
+        _append(self._log_dataset, np.array([line], dtype=object))
+        if level in ("warning", "error"):
+            self.flush()
+
+    # ------------------------------------------------------------------ event handlers
+
+    def _sweep_started(self, event: dict[str, Any]) -> None:
+        f = self._open_file()
+        environment = event.get("environment") or {}
+        f.attrs["spec"] = json.dumps(event.get("spec") or {}, sort_keys=True, default=str)
+        f.attrs["environment"] = json.dumps(environment, sort_keys=True, default=str)
+        f.attrs["started"] = str(event.get("started") or now_iso())
+        for key, value in environment.items():
+            if isinstance(value, str) and key not in RESERVED_ROOT_ATTRS:
+                f.attrs[key] = value
+        f.require_group("runs")
+        for run in event.get("runs") or []:
+            self._run_group(int(run["index"]), run.get("batch_size"), run.get("seed"))
+        self.flush()
+
+    def _run_started(self, event: dict[str, Any]) -> None:
+        index = self._event_run(event)
+        if index is None:
+            return
+        attrs = self._run_group(index).attrs
+        for key in ("batch_size", "seed"):
+            if event.get(key) is not None:
+                attrs[key] = _int_or(event[key])
+        attrs.update(
+            {
+                "status": "running",
+                "message": "",
+                "pid": _int_or(event.get("pid")),
+                "device": str(event.get("device") or ""),
+                "steps_per_epoch": _int_or(event.get("steps_per_epoch")),
+                "epochs": _int_or(event.get("epochs")),
+                "samples": _int_or(event.get("samples")),
+                "started": str(event.get("started") or now_iso()),
+            }
+        )
+        self._table(index, "steps")
+        self._table(index, "epochs")
+        self.flush()
+
+    def _steps(self, event: dict[str, Any]) -> None:
+        index = self._event_run(event)
+        if index is None:
+            return
+        n = max((len(event[c.name]) for c in STEP_COLUMNS if event.get(c.name) is not None), default=0)
+        if n == 0:
+            return
+        steps = self._table(index, "steps")
+        for c in STEP_COLUMNS:
+            _append(steps[c.name], _column_values(c, event.get(c.name), n))
+        # No flush: steps arrive several times a second; the epoch_ended flush covers them.
+
+    def _epoch_ended(self, event: dict[str, Any]) -> None:
+        index = self._event_run(event)
+        if index is None:
+            return
+        epochs = self._table(index, "epochs")
+        for c in EPOCH_COLUMNS:
+            _append(epochs[c.name], _column_values(c, [event.get(c.name)], 1))
+        self.flush()
+
+    def _run_ended(self, event: dict[str, Any]) -> None:
+        index = self._event_run(event)
+        if index is None:
+            return
+        self._run_group(index).attrs.update(
+            {
+                "status": str(event.get("status") or "error"),
+                "message": str(event.get("message") or ""),
+                "ended": str(event.get("ended") or now_iso()),
+                "final_loss": _float_or_nan(event.get("final_loss")),
+                "total_time": _float_or_nan(event.get("total_time")),
+                "samples_per_s": _float_or_nan(event.get("samples_per_s")),
+            }
+        )
+        self.flush()
+        self._release(index)
+
+    def _log(self, event: dict[str, Any]) -> None:
+        self._write_log(
+            str(event.get("level") or "info"), str(event.get("message") or ""), event.get("run"), event.get("time")
+        )
+
+    def _sweep_ended(self, event: dict[str, Any]) -> None:
+        f = self._open_file()
+        f.attrs.update(
+            {
+                "status": str(event.get("status") or "failed"),
+                "message": str(event.get("message") or ""),
+                "ended": str(event.get("ended") or now_iso()),
+            }
+        )
+        self.flush()
+
+
+# The reading side lives in core/report.py; these names stay importable from here.
+_READER_NAMES = ("RunRecord", "SweepRecord", "read_run_file", "status_if_writer_gone")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _READER_NAMES:
+        from core import report  # imported late: report imports this module's format constants
+
+        return getattr(report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

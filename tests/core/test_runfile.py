@@ -1,0 +1,435 @@
+"""The HDF5 run file: what the writer makes of the event stream, and what the reader gives back."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import core
+from core.events import (
+    EPOCH_COLUMNS,
+    EPOCH_ENDED,
+    RUN_ENDED,
+    RUN_STARTED,
+    STEP_COLUMNS,
+    STEPS,
+    SWEEP_ENDED,
+    SWEEP_STARTED,
+    log_event,
+    make_event,
+)
+from core.report import format_table, read_run_file, status_if_writer_gone, summary_rows
+from core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
+from core.spec import SpecError, SweepSpec
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = SweepSpec(batch_sizes=(16, 64, 256), samples=1024, val_samples=256)
+ENVIRONMENT = {
+    "app_version": core.__version__,
+    "python_version": "3.11.9",
+    "platform": "Linux-6.8-x86_64",
+    "tensorflow_version": "2.17.0",
+    "keras_version": "3.4.1",
+    "cuda_version": "12.3",
+    "cudnn_version": "8",
+    "devices": [{"name": "/GPU:0", "kind": "GPU", "description": "NVIDIA H200", "memory_bytes": 150 << 30}],
+    "device_description": "NVIDIA H200",
+    "host": "lab-01",
+}
+MIB = 1 << 20
+
+
+def sweep_started(spec: SweepSpec = SPEC) -> dict:
+    runs = [{"index": r.index, "batch_size": r.batch_size, "seed": r.seed} for r in spec.runs()]
+    return make_event(
+        SWEEP_STARTED, spec=spec.to_dict(), runs=runs, environment=ENVIRONMENT, started="2024-05-01T10:00:00+00:00"
+    )
+
+
+def run_started(run: int, batch_size: int, steps_per_epoch: int, epochs: int = 2) -> dict:
+    return make_event(
+        RUN_STARTED,
+        run=run,
+        batch_size=batch_size,
+        seed=0,
+        pid=4242 + run,
+        device="gpu:0",
+        steps_per_epoch=steps_per_epoch,
+        epochs=epochs,
+        samples=1024,
+        started="2024-05-01T10:00:05+00:00",
+    )
+
+
+def steps(run: int, epoch: int, first_step: int, n: int, batch_size: int) -> dict:
+    """n realistic step rows: a falling loss, ~2 ms steps, small input waits."""
+    idx = np.arange(first_step, first_step + n)
+    return make_event(
+        STEPS,
+        run=run,
+        step=idx.tolist(),
+        epoch=[epoch] * n,
+        loss=(1.0 / (1.0 + 0.01 * idx)).tolist(),
+        batch_size=[batch_size] * n,
+        step_time=(0.002 + 1e-5 * idx).tolist(),
+        input_wait=[0.0001] * n,
+        wall_time=(0.0021 * (idx + 1)).tolist(),
+    )
+
+
+def epoch_ended(run: int, epoch: int, **overrides) -> dict:
+    values = {
+        "epoch": epoch,
+        "epoch_time": 0.5 + epoch,
+        "compute_time": 0.45 + epoch,
+        "input_wait_time": 0.01,
+        "train_loss": 0.8 - 0.1 * epoch,
+        "train_accuracy": math.nan,
+        "val_loss": 0.85 - 0.1 * epoch,
+        "val_accuracy": math.nan,
+        "val_time": 0.05,
+        "samples_per_s": 2048.0 - 100 * epoch,
+        "tf_peak_bytes": (40 + epoch) * MIB,
+        "device_memory_bytes": 900 * MIB,
+        "rss_peak_bytes": 1500 * MIB,
+        "wall_time": 0.6 * (epoch + 1),
+    }
+    values.update(overrides)
+    return make_event(EPOCH_ENDED, run=run, **values)
+
+
+def full_sweep() -> list[dict]:
+    """Run 0 trains two epochs (ok); run 1 runs out of memory in epoch 0; run 2 crashes before its first epoch ends."""
+    events = [sweep_started(), log_event("info", "sweep of 3 runs")]
+    events += [run_started(0, 16, steps_per_epoch=64), steps(0, 0, 0, 40, 16), steps(0, 0, 40, 24, 16)]
+    events += [epoch_ended(0, 0), steps(0, 1, 64, 64, 16), epoch_ended(0, 1)]
+    events.append(
+        make_event(
+            RUN_ENDED,
+            run=0,
+            status="ok",
+            message="",
+            ended="2024-05-01T10:00:09+00:00",
+            final_loss=0.7,
+            total_time=1.2,
+            samples_per_s=1850.0,
+        )
+    )
+    events += [run_started(1, 64, steps_per_epoch=16), steps(1, 0, 0, 3, 64)]
+    events.append(log_event("warning", "out of memory at batch size 64", run=1))
+    events.append(
+        make_event(RUN_ENDED, run=1, status="oom", message="OOM when allocating tensor with shape [64,784]", ended="x")
+    )
+    events += [run_started(2, 256, steps_per_epoch=4), steps(2, 0, 0, 2, 256)]
+    events.append(
+        make_event(
+            RUN_ENDED,
+            run=2,
+            status="crashed",
+            message="the training process died (exit code -11, SIGSEGV)\nsee run_002.log",
+            ended="2024-05-01T10:00:20+00:00",
+        )
+    )
+    events.append(make_event(SWEEP_ENDED, status="complete", message="3 runs", ended="2024-05-01T10:00:21+00:00"))
+    return events
+
+
+def write(path: Path, events: list[dict]) -> Path:
+    with RunFileWriter(path) as writer:
+        for event in events:
+            writer.handle(event)
+    return path
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def test_full_sweep_round_trip(tmp_path):
+    events = full_sweep()
+    record = read_run_file(write(tmp_path / "sweep.h5", events))
+
+    assert record.attrs["format"] == FORMAT == "batchlab-sweep"
+    assert record.attrs["format_version"] == FORMAT_VERSION == 1
+    assert record.attrs["app_version"] == core.__version__
+    assert record.attrs["created"] <= record.attrs["updated"]
+    assert record.attrs["started"] == "2024-05-01T10:00:00+00:00"
+    assert record.attrs["ended"] == "2024-05-01T10:00:21+00:00"
+    assert (record.status, record.message) == ("complete", "3 runs")
+    assert record.spec == json.loads(json.dumps(SPEC.to_dict()))
+    assert record.environment == ENVIRONMENT
+    for key in ("tensorflow_version", "cuda_version", "cudnn_version", "device_description", "host"):
+        assert record.attrs[key] == ENVIRONMENT[key]
+    assert "devices" not in record.attrs  # not a string: only in the environment JSON
+
+    assert [(r.index, r.batch_size, r.seed, r.status) for r in record.runs] == [
+        (0, 16, 0, "ok"),
+        (1, 64, 0, "oom"),
+        (2, 256, 0, "crashed"),
+    ]
+    ok = record.runs[0]
+    assert ok.attrs["pid"] == 4242 and ok.attrs["device"] == "gpu:0"
+    assert (ok.attrs["steps_per_epoch"], ok.attrs["epochs"], ok.attrs["samples"]) == (64, 2, 1024)
+    assert ok.attrs["started"] == "2024-05-01T10:00:05+00:00"
+    assert ok.attrs["ended"] == "2024-05-01T10:00:09+00:00"
+    assert (ok.final_loss, ok.total_time, ok.samples_per_s) == (0.7, 1.2, 1850.0)
+
+    sent = [e for e in events if e["type"] == STEPS and e["run"] == 0]
+    for c in STEP_COLUMNS:
+        expected = np.concatenate([np.asarray(e[c.name], dtype=c.dtype) for e in sent])
+        np.testing.assert_array_equal(ok.steps[c.name], expected)
+        assert ok.steps[c.name].dtype == np.dtype(c.dtype)
+    assert len(ok.steps["step"]) == 128
+    sent_epochs = [e for e in events if e["type"] == EPOCH_ENDED and e["run"] == 0]
+    for c in EPOCH_COLUMNS:
+        expected = np.array([e[c.name] for e in sent_epochs], dtype=c.dtype)
+        np.testing.assert_array_equal(ok.epochs[c.name], expected)
+
+    oom = record.runs[1]
+    assert oom.message.startswith("OOM when allocating")
+    assert len(oom.steps["loss"]) == 3 and all(len(v) == 0 for v in oom.epochs.values())
+    assert math.isnan(oom.final_loss) and oom.peak_memory_bytes == -1
+    assert record.log[0].endswith(" info sweep of 3 runs")
+    assert record.log[1].endswith(" warning [run 1] out of memory at batch size 64")
+
+
+def test_file_explains_itself_to_plain_h5py(tmp_path):
+    path = write(tmp_path / "sweep.h5", full_sweep())
+    with h5py.File(path, "r") as f:
+        run = f["runs/run_000"]
+        for table, columns, chunk in (("steps", STEP_COLUMNS, 4096), ("epochs", EPOCH_COLUMNS, 64)):
+            group = run[table]
+            assert [str(n) for n in group.attrs["columns"]] == [c.name for c in columns]
+            for c in columns:
+                ds = group[c.name]
+                assert ds.attrs["units"] == c.units and ds.attrs["long_name"] == c.long_name
+                assert ds.dtype == np.dtype(c.dtype)
+                assert (ds.compression, ds.compression_opts, ds.shuffle) == ("gzip", 4, True)
+                assert ds.maxshape == (None,) and ds.chunks == (chunk,)
+        assert f["log"].dtype.kind == "O"
+        assert f.attrs["status"] == "complete"
+
+
+def test_missing_optional_values_are_written_as_nan_or_minus_one(tmp_path):
+    incomplete = epoch_ended(0, 0)
+    for key in ("val_loss", "tf_peak_bytes", "device_memory_bytes"):
+        del incomplete[key]
+    incomplete["rss_peak_bytes"] = None
+    partial_steps = steps(0, 0, 0, 4, 16)
+    del partial_steps["input_wait"]
+    partial_steps["batch_size"] = [16, None, 16, 16]
+    events = [sweep_started(), run_started(0, 16, 4), partial_steps, incomplete]
+    events.append(make_event(RUN_STARTED, run=1))  # nothing but the run index
+    run0, run1 = read_run_file(write(tmp_path / "sweep.h5", events)).runs[:2]
+
+    assert math.isnan(run0.epochs["val_loss"][0])
+    assert run0.epochs["tf_peak_bytes"][0] == run0.epochs["device_memory_bytes"][0] == -1
+    assert run0.epochs["rss_peak_bytes"][0] == -1 and run0.peak_memory_bytes == -1
+    assert np.isnan(run0.steps["input_wait"]).all()
+    np.testing.assert_array_equal(run0.steps["batch_size"], [16, -1, 16, 16])
+    assert run1.attrs["pid"] == run1.attrs["epochs"] == run1.attrs["steps_per_epoch"] == -1
+    assert run1.attrs["device"] == ""
+
+
+def test_unknown_events_are_ignored_and_planned_runs_stay_pending(tmp_path):
+    events = [sweep_started(), {"type": "gpu_temperature", "celsius": 71}, {"no_type": True}]
+    events.append(make_event(SWEEP_ENDED, status="interrupted", message="stopped by the user", ended="t"))
+    record = read_run_file(write(tmp_path / "sweep.h5", events))
+    assert [r.status for r in record.runs] == ["pending"] * 3
+    assert all(r.steps == {} and r.epochs == {} for r in record.runs)
+    assert record.status == "interrupted"
+
+
+def test_refuses_to_overwrite_unless_asked(tmp_path):
+    path = write(tmp_path / "sweep.h5", full_sweep())
+    with pytest.raises(SpecError) as info:
+        RunFileWriter(path)
+    assert info.value.field == "out"
+    assert str(path) in info.value.message and "--overwrite" in info.value.message
+    assert read_run_file(path).status == "complete"  # untouched
+
+    write_over = RunFileWriter(path, overwrite=True)
+    write_over.handle(sweep_started(SweepSpec(batch_sizes=(8,), samples=64, val_samples=0)))
+    write_over.close()
+    record = read_run_file(path)
+    assert [r.batch_size for r in record.runs] == [8] and record.status == "interrupted"
+
+
+@pytest.mark.parametrize("name", ["sweep.txt", "sweep", "sweep.h5.bak"])
+def test_refuses_a_name_that_is_not_hdf5(tmp_path, name):
+    with pytest.raises(SpecError) as info:
+        RunFileWriter(tmp_path / name)
+    assert info.value.field == "out" and ".h5" in info.value.message
+    assert not (tmp_path / name).exists()
+
+
+def test_refuses_a_location_it_cannot_write(tmp_path):
+    not_a_folder = tmp_path / "notes.txt"
+    not_a_folder.write_text("x")
+    with pytest.raises(SpecError) as info:
+        RunFileWriter(tmp_path / "missing" / "sweep.h5")
+    assert info.value.field == "out" and "does not exist" in info.value.message
+    with pytest.raises(SpecError) as info:
+        RunFileWriter(not_a_folder / "sweep.h5")
+    assert info.value.field == "out" and str(not_a_folder / "sweep.h5") in info.value.message
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a user that file permissions apply to")
+def test_refuses_a_read_only_folder(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(SpecError) as info:
+            RunFileWriter(folder / "sweep.h5")
+        assert info.value.field == "out" and "Permission denied" in info.value.message
+    finally:
+        folder.chmod(0o755)
+
+
+def test_close_marks_running_runs_interrupted(tmp_path):
+    path = tmp_path / "sweep.h5"
+    writer = RunFileWriter(path)
+    for event in [sweep_started(), run_started(0, 16, 64), steps(0, 0, 0, 10, 16)]:
+        writer.handle(event)
+    writer.close()
+    writer.close()  # twice is harmless
+    with pytest.raises(RuntimeError):
+        writer.handle(steps(0, 0, 10, 1, 16))
+
+    record = read_run_file(path)
+    assert [r.status for r in record.runs] == ["interrupted", "pending", "pending"]
+    assert record.runs[0].message == "sweep ended before this run finished"
+    assert len(record.runs[0].steps["step"]) == 10  # close() flushes the steps too
+    assert record.status == "interrupted"
+
+
+def test_reader_sees_flushed_data_while_the_writer_is_open(tmp_path):
+    path = tmp_path / "sweep.h5"
+    with RunFileWriter(path) as writer:
+        for event in [sweep_started(), run_started(0, 16, 64), steps(0, 0, 0, 64, 16), epoch_ended(0, 0)]:
+            writer.handle(event)
+        live = read_run_file(path)
+        assert live.status == "running" and live.runs[0].status == "running"
+        assert len(live.runs[0].steps["step"]) == 64 and live.runs[0].epochs["epoch"].tolist() == [0]
+        writer.handle(epoch_ended(0, 1))  # the writer carries on after a reader came and went
+        assert read_run_file(path).runs[0].epochs["epoch"].tolist() == [0, 1]
+
+
+def test_a_killed_writer_leaves_a_readable_file(tmp_path):
+    path = tmp_path / "killed.h5"
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(REPO)!r})
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_runfile import sweep_started, run_started, steps, epoch_ended
+        from core.runfile import RunFileWriter
+        writer = RunFileWriter({str(path)!r})
+        for event in [sweep_started(), run_started(0, 16, 64), steps(0, 0, 0, 64, 16), epoch_ended(0, 0)]:
+            writer.handle(event)
+        writer.handle(steps(0, 1, 64, 5, 16))  # not flushed: may or may not survive
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+
+    record = read_run_file(path)  # opens without h5clear
+    assert record.status == "running"
+    run = record.runs[0]
+    assert run.status == "running" and status_if_writer_gone(run.status) == "interrupted"
+    assert run.epochs["epoch"].tolist() == [0] and run.epochs["train_loss"].tolist() == [0.8]
+    assert len(run.steps["step"]) >= 64
+    rows = summary_rows(record, writer_gone=True)
+    assert rows[0]["status"] == "interrupted" and rows[0]["final_loss"] == 0.8
+    assert [r["status"] for r in rows[1:]] == ["pending", "pending"]
+
+
+# ---------------------------------------------------------------------- reading bad input
+
+
+def _assert_file_error(path: Path, *words: str) -> None:
+    with pytest.raises(RunFileError) as info:
+        read_run_file(path)
+    assert isinstance(info.value, SpecError) and info.value.field == "file"
+    message = info.value.message
+    assert str(path) in message and "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_reading_files_that_are_not_run_files(tmp_path):
+    _assert_file_error(tmp_path / "missing.h5", "does not exist")
+    _assert_file_error(tmp_path, "not a file")
+    text = tmp_path / "notes.h5"
+    text.write_text("batch,loss\n16,0.5\n")
+    _assert_file_error(text, "not an HDF5 file")
+
+    other = tmp_path / "weights.h5"
+    with h5py.File(other, "w") as f:
+        f["kernel"] = np.zeros(3)
+    _assert_file_error(other, "not a BatchLab run file", "format='batchlab-sweep'")
+
+    newer = write(tmp_path / "newer.h5", full_sweep())
+    with h5py.File(newer, "r+") as f:
+        f.attrs["format_version"] = FORMAT_VERSION + 1
+    _assert_file_error(newer, "format version 2", "update BatchLab")
+
+    with h5py.File(newer, "r+") as f:
+        del f.attrs["format_version"]
+    _assert_file_error(newer, "format_version")
+
+
+# ---------------------------------------------------------------------- summary
+
+
+def test_peak_memory_prefers_the_tensorflow_allocator_then_the_device_then_host_rss(tmp_path):
+    events = [sweep_started(), epoch_ended(0, 0), epoch_ended(0, 1)]
+    events.append(epoch_ended(1, 0, tf_peak_bytes=-1))
+    events.append(epoch_ended(2, 0, tf_peak_bytes=-1, device_memory_bytes=-1))
+    runs = read_run_file(write(tmp_path / "sweep.h5", events)).runs
+    assert (runs[0].peak_memory_source, runs[0].peak_memory_bytes) == ("tf_peak_bytes", 41 * MIB)
+    assert (runs[1].peak_memory_source, runs[1].peak_memory_bytes) == ("device_memory_bytes", 900 * MIB)
+    assert (runs[2].peak_memory_source, runs[2].peak_memory_bytes) == ("rss_peak_bytes", 1500 * MIB)
+
+
+def test_summary_rows_and_table_for_ok_oom_and_crashed_runs(tmp_path):
+    record = read_run_file(write(tmp_path / "sweep.h5", full_sweep()))
+    rows = summary_rows(record)
+    assert [(r["index"], r["batch_size"], r["seed"], r["status"]) for r in rows] == [
+        (0, 16, 0, "ok"),
+        (1, 64, 0, "oom"),
+        (2, 256, 0, "crashed"),
+    ]
+    assert rows[0]["final_loss"] == 0.7 and rows[0]["total_time"] == 1.2 and rows[0]["samples_per_s"] == 1850.0
+    assert rows[0]["peak_memory_bytes"] == 41 * MIB and rows[0]["message"] == ""
+    assert math.isnan(rows[1]["final_loss"]) and rows[1]["peak_memory_bytes"] == -1
+
+    lines = format_table(rows).splitlines()
+    assert lines[0] == "batch  seed  final loss  time (s)  samples/s  peak mem (MiB)  status"
+    assert lines[1].split() == ["16", "0", "0.7", "1.2", "1850", "41.0", "ok"]
+    assert lines[2].split()[:6] == ["64", "0", "-", "-", "-", "-"]
+    assert lines[2].split(None, 6)[6] == "oom: OOM when allocating tensor with shape [64,784]"
+    assert lines[3].split(None, 6)[6] == "crashed: the training process died (exit code -11, SIGSEGV)"
+    assert len(lines) == 4
+    header_end = lines[0].index("status")
+    assert all(line[header_end - 1] == " " != line[header_end] for line in lines[1:])  # status column lines up
+
+
+def test_reader_names_stay_importable_from_runfile():
+    from core import report, runfile
+
+    assert runfile.read_run_file is report.read_run_file
+    assert runfile.SweepRecord is report.SweepRecord
+    with pytest.raises(AttributeError):
+        runfile.no_such_name  # noqa: B018
