@@ -101,8 +101,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        progress.note(f"checking data and model for {len(spec.runs())} runs (starting TensorFlow)...")
-        status = run_sweep(spec, out, sink=progress.handle, overwrite=args.overwrite, runner=runner)
+        status = run_sweep(
+            spec,
+            out,
+            sink=progress.handle,
+            overwrite=args.overwrite,
+            runner=runner,
+            on_preflight=lambda: progress.note(
+                f"checking data and model for {len(spec.runs())} runs (starting TensorFlow)"
+            ),
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
         progress.close()

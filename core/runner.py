@@ -221,18 +221,28 @@ def run_sweep(
     sink: Sink | None = None,
     overwrite: bool = False,
     runner: SweepRunner | None = None,
+    on_preflight: Callable[[], None] | None = None,
 ) -> str:
     """Run a sweep and write its run file; the one writer lives in this (parent) process.
 
     Bad output paths and bad data or models raise SpecError before anything is measured; a
-    file created for a sweep that never started is removed again.
+    file created for a sweep that never started is removed again. `on_preflight` is called
+    once the cheap checks passed, before the (slow) probe child starts.
     """
     from core.runfile import RunFileWriter
 
     runner = runner or SweepRunner(spec)
+    if overwrite:
+        # Check everything before the old file is replaced: a failed check must not cost it.
+        if on_preflight is not None:
+            on_preflight()
+        runner.preflight()
     writer = RunFileWriter(out_path, overwrite=overwrite)
     try:
-        runner.preflight()
+        if not overwrite:
+            if on_preflight is not None:
+                on_preflight()
+            runner.preflight()
     except BaseException:
         writer.close()
         Path(out_path).unlink(missing_ok=True)

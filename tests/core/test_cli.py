@@ -1,0 +1,168 @@
+"""The command line as a user runs it: one clear line and exit code 2 for every mistake."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.core.helpers import save_keras_model
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "--preset",
+    "mnist-mlp",
+    "--samples",
+    "128",
+    "--val-samples",
+    "32",
+    "--epochs",
+    "1",
+    "--device",
+    "cpu",
+    "--batch-sizes",
+    "32",
+]
+
+
+def batchlab(*args, env=None, timeout=300):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, str(REPO / "main.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=REPO,
+    )
+
+
+PROGRESS_NOTE = "checking data and model"
+
+
+def assert_one_line_error(result, *phrases):
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    # Errors found by the TensorFlow probe follow the one progress note that announced it.
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith(PROGRESS_NOTE)]
+    assert len(lines) == 1, result.stderr
+    for phrase in phrases:
+        assert phrase in lines[0], lines[0]
+
+
+@pytest.fixture
+def data_files(tmp_path):
+    files = {}
+    rng = np.random.default_rng(0)
+    files["corrupt"] = tmp_path / "corrupt.npz"
+    files["corrupt"].write_bytes(b"PK\x03\x04 this is not a zip archive" * 10)
+    files["flat"] = tmp_path / "flat.npz"
+    np.savez(files["flat"], x_train=rng.random(100), y_train=np.zeros(100))
+    files["negative"] = tmp_path / "negative.npz"
+    np.savez(files["negative"], x_train=rng.random((100, 8, 8)), y_train=-np.ones(100, dtype="int64"))
+    files["nan"] = tmp_path / "nan.npz"
+    x = rng.random((100, 8, 8))
+    x[3, 3, 3] = np.nan
+    np.savez(files["nan"], x_train=x, y_train=np.zeros(100, dtype="int64"))
+    return files
+
+
+@pytest.mark.parametrize(
+    ("args", "phrases"),
+    [
+        (["--batch-sizes", "0"], ["batch_sizes", "too small"]),
+        (["--batch-sizes", "32,x"], ["batch_sizes", "'x' is not an integer"]),
+        (["--batch-sizes", "256"], ["batch_sizes", "larger than the 128 training samples"]),
+        (["--preset", "nope"], ["preset", "mnist-autoencoder"]),
+        (["--optimizer", "lion"], ["optimizer", "adam"]),
+        (["--data", "missing.npz"], ["data", "does not exist"]),
+        (["--out", "/nonexistent-dir/x.h5"], ["out", "does not exist"]),
+        (["--out", "results.csv"], ["out", ".h5"]),
+        (["--epochs"], ["expected one argument"]),
+    ],
+)
+def test_bad_options_give_one_line_and_exit_2(args, phrases):
+    assert_one_line_error(batchlab("sweep", *TINY, *args), *phrases)
+
+
+@pytest.mark.parametrize(
+    ("name", "phrases"),
+    [
+        ("corrupt", ["corrupt.npz"]),
+        ("flat", ["flat.npz", "x_train"]),
+        ("negative", ["negative.npz", "negative"]),
+        ("nan", ["nan.npz", "NaN"]),
+    ],
+)
+def test_bad_data_files_give_one_line_and_exit_2(data_files, name, phrases):
+    result = batchlab("sweep", *TINY, "--samples", "50", "--batch-sizes", "10", "--data", data_files[name])
+    assert_one_line_error(result, "data", *phrases)
+
+
+def test_existing_output_is_never_overwritten_unless_asked(tmp_path):
+    out = tmp_path / "keep.h5"
+    out.write_bytes(b"precious")
+    assert_one_line_error(batchlab("sweep", *TINY, "--out", out), "already exists", "--overwrite")
+    assert out.read_bytes() == b"precious"
+
+
+def test_a_model_that_does_not_fit_the_data_is_refused_before_training(tmp_path):
+    model = save_keras_model(
+        """
+        inputs = keras.Input((32, 32, 3))
+        model = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(inputs)))
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        """,
+        tmp_path / "cifar_shaped.keras",
+    )
+    result = batchlab(
+        "sweep",
+        "--preset",
+        "keras-file",
+        "--model",
+        model,
+        "--samples",
+        "64",
+        "--batch-sizes",
+        "32",
+        "--out",
+        tmp_path / "x.h5",
+    )
+    assert_one_line_error(result, "data", "(28, 28)", "(32, 32, 3)")
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_an_uncached_keras_dataset_offline_names_the_alternatives(tmp_path):
+    # An unreachable proxy makes the download fail at once, as it does on a machine without network.
+    env = {"KERAS_HOME": str(tmp_path), "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    result = batchlab("sweep", *TINY, "--data", "keras:mnist", "--out", tmp_path / "x.h5", env=env)
+    assert_one_line_error(result, "keras:mnist" if "keras:mnist" in result.stderr else "mnist", "bundled")
+
+
+def test_sweep_then_report_print_the_same_table(tmp_path):
+    out = tmp_path / "tiny.h5"
+    result = batchlab("sweep", *TINY, "--batch-sizes", "16,64", "--out", out, "--quiet")
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.split("\n", 1)[1].strip()  # after the "run file:" line
+    assert table.splitlines()[0].split()[:3] == ["batch", "seed", "final"]
+    assert [line.split()[0] for line in table.splitlines()[1:]] == ["16", "64"]
+    assert all(line.rstrip().endswith("ok") for line in table.splitlines()[1:])
+    report = batchlab("report", out)
+    assert report.returncode == 0
+    assert table in report.stdout
+
+
+def test_report_of_a_file_that_is_not_a_run_file(tmp_path):
+    bogus = tmp_path / "notes.h5"
+    bogus.write_text("hello")
+    assert_one_line_error(batchlab("report", bogus), "file", "notes.h5")
+
+
+def test_info_and_presets():
+    info = batchlab("info")
+    assert info.returncode == 0, info.stderr
+    assert "tensorflow_version" in info.stdout and "cpu" in info.stdout
+    presets = batchlab("presets")
+    assert "mnist-autoencoder" in presets.stdout and "batch_sizes=8,16,32,64,128,256,512" in presets.stdout
