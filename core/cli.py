@@ -175,3 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"batchlab: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # e.g. `batchlab report f.h5 | head`
+        sys.stderr.close()
+        return EXIT_OK
