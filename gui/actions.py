@@ -1,0 +1,98 @@
+"""Menus, toolbar and keyboard shortcuts of the main window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu, QStyle
+
+from gui.live_plots import PLOTS
+from gui.summary_view import METRICS
+
+if TYPE_CHECKING:
+    from gui.main_window import MainWindow
+
+
+class WindowActions(dict):
+    """The window's QActions by name, plus the recent-files menu they keep up to date."""
+
+    def __init__(self, window: MainWindow):
+        super().__init__()
+        self.window = window
+        self.recent_menu: QMenu | None = None
+
+    def add(self, name: str, text: str, slot, shortcuts=(), icon=None, tip: str = "") -> QAction:
+        action = QAction(text, self.window)
+        if shortcuts:
+            action.setShortcuts([QKeySequence(s) for s in shortcuts])
+        if icon is not None:
+            action.setIcon(self.window.style().standardIcon(icon))
+        shortcut_text = ", ".join(shortcuts)
+        action.setToolTip(f"{tip or text} ({shortcut_text})" if shortcut_text else tip or text)
+        action.triggered.connect(lambda _checked=False: slot())
+        self.window.addAction(action)  # shortcuts work wherever the focus is
+        self[name] = action
+        return action
+
+    def refresh_recent(self) -> None:
+        menu = self.recent_menu
+        if menu is None:
+            return
+        menu.clear()
+        paths = self.window.recent.paths()
+        for path in paths:
+            action = menu.addAction(Path(path).name)
+            action.setToolTip(path)
+            action.setStatusTip(path)
+            action.triggered.connect(lambda _c=False, p=path: self.window.open_file(p))
+        if paths:
+            menu.addSeparator()
+            menu.addAction("Clear list", self._clear_recent)
+        menu.setEnabled(bool(paths))
+
+    def _clear_recent(self) -> None:
+        self.window.recent.clear()
+        self.refresh_recent()
+
+
+def build_actions(w: MainWindow) -> WindowActions:
+    """Create every action, the File / Sweep menus and the toolbar."""
+    a = WindowActions(w)
+    sp = QStyle.StandardPixmap
+    a.add("run", "&Run sweep", w.start_sweep, ("Ctrl+R",), sp.SP_MediaPlay, "Run the sweep")
+    a.add("stop", "&Stop", w.stop_sweep, ("Ctrl+.", "Esc"), sp.SP_MediaStop, "Stop after the current step")
+    a.add("open", "&Open run file…", w.open_file, ("Ctrl+O",), sp.SP_DialogOpenButton, "Open a run file")
+    a.add("compare", "&Compare with…", w.open_compare, (), sp.SP_FileDialogContentsView, "Overlay a second sweep")
+    a.add("close_compare", "Close comparison", w.close_compare)
+    a.add("use_settings", "Use this file's settings", w.use_file_settings, (), None, "Fill the setup from the file")
+    a.add("export_table", "Export runs table (CSV)…", w.export_table, (), sp.SP_DialogSaveButton, "Export CSV")
+    a.add("quit", "&Quit", w.close, ("Ctrl+Q",))
+
+    file_menu = w.menuBar().addMenu("&File")
+    for name in ("open",):
+        file_menu.addAction(a[name])
+    a.recent_menu = file_menu.addMenu("Open &recent")
+    file_menu.addAction(a["compare"])
+    file_menu.addAction(a["close_compare"])
+    file_menu.addAction(a["use_settings"])
+    file_menu.addSeparator()
+    file_menu.addAction(a["export_table"])
+    plots_menu = file_menu.addMenu("Export &plot (PNG or SVG)")
+    for plot_id, (title, *_rest) in PLOTS.items():
+        plots_menu.addAction(f"Live: {title}", lambda p=plot_id: w.export_plot(p))
+    for metric, (title, *_rest) in METRICS.items():
+        plots_menu.addAction(f"Summary: {title}", lambda m=metric: w.export_plot(f"summary_{m}"))
+    file_menu.addSeparator()
+    file_menu.addAction(a["quit"])
+    sweep_menu = w.menuBar().addMenu("&Sweep")
+    sweep_menu.addAction(a["run"])
+    sweep_menu.addAction(a["stop"])
+
+    toolbar = w.addToolBar("Main")
+    toolbar.setObjectName("main_toolbar")
+    for name in ("run", "stop", "open", "compare", "export_table"):
+        toolbar.addAction(a[name])
+    a.refresh_recent()
+    return a

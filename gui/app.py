@@ -1,0 +1,52 @@
+"""`batchlab` with no subcommand: open the window (or say how to run headless without a display)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HEADLESS_HINT = (
+    "batchlab: no display found, so the window cannot open; run a sweep headless with "
+    "`batchlab sweep --preset mnist-autoencoder` (or set QT_QPA_PLATFORM=offscreen)"
+)
+EXIT_NO_DISPLAY = 2
+ORGANIZATION = "BatchLab"
+APPLICATION = "BatchLab"
+NON_DISPLAY_PLATFORMS = ("offscreen", "minimal", "vnc", "eglfs", "linuxfb")
+
+
+def has_display(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> bool:
+    """True where Qt can show a window: any non-Linux desktop, an X11/Wayland session, or a non-display platform."""
+    env = os.environ if environ is None else environ
+    if not sys.platform.startswith("linux"):
+        return True
+    platform = env.get("QT_QPA_PLATFORM", "")
+    if argv and "-platform" in argv:
+        platform = argv[argv.index("-platform") + 1] if argv.index("-platform") + 1 < len(argv) else platform
+    if platform.split(":")[0] in NON_DISPLAY_PLATFORMS:
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def run_app(argv: list[str] | None = None) -> int:
+    """Open the main window; a run file given as the only argument is opened in it. Returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not has_display(argv):
+        print(HEADLESS_HINT, file=sys.stderr)
+        return EXIT_NO_DISPLAY
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from gui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication(["batchlab", *argv])
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    window = MainWindow(QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION, APPLICATION))
+    window.show()
+    files = [a for a in app.arguments()[1:] if a.lower().endswith((".h5", ".hdf5"))]
+    if files:
+        QTimer.singleShot(0, lambda: window.open_file(files[0]))
+    # The device list needs TensorFlow, so a child process answers it after the window is up.
+    QTimer.singleShot(0, window.start_device_probe)
+    return app.exec()

@@ -1,0 +1,424 @@
+"""The main window: setup panel, live plots, summary, runs table and log around one sweep.
+
+Data flows one way: the worker's event batches (or a run file) fill a SweepData; a 25 Hz
+timer redraws what changed. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPlainTextEdit,
+    QProgressBar,
+    QSplitter,
+    QTabWidget,
+    QWidget,
+)
+
+from core.progress import SweepProgress, format_duration
+from core.spec import SpecError
+from gui.actions import build_actions
+from gui.files import RecentFiles, RunFileFollower, export_plot
+from gui.live_plots import LivePlots
+from gui.plot_style import BatchColours, configure_pyqtgraph
+from gui.runs_table import RunsTable
+from gui.setup_panel import SetupPanel
+from gui.summary_view import SummaryView
+from gui.sweep_data import FAILED_STATUSES, SweepData
+from gui.worker import DeviceProbe, SweepWorker
+
+REFRESH_MS = 40  # 25 Hz redraw while data is arriving
+STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
+LOG_LIMIT = 5000  # lines kept in the log panel
+RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
+
+
+class MainWindow(QMainWindow):
+    """BatchLab's window. `settings` is injected so tests never touch the user's real settings."""
+
+    def __init__(self, settings: QSettings, parent: QWidget | None = None):
+        super().__init__(parent)
+        configure_pyqtgraph()
+        self.settings = settings
+        self.recent = RecentFiles(settings)
+        self.colours = BatchColours()
+        self.data: SweepData | None = None
+        self.compare: SweepData | None = None
+        self.worker: SweepWorker | None = None
+        self.progress: SweepProgress | None = None
+        self.error_dialog: QMessageBox | None = None
+        self._sweep_t0 = 0.0
+        self._problems = 0  # warnings and errors in the log panel
+        self.setWindowTitle("BatchLab")
+        self._build_widgets()
+        self.actions = build_actions(self)
+        self.follower = RunFileFollower(self)
+        self.follower.loaded.connect(lambda d: self._show_sweep(d, "main"))
+        self.compare_follower = RunFileFollower(self)
+        self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
+        self.probe = DeviceProbe(self)
+        self.probe.probed.connect(self._on_environment)
+        self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.setup.validity_changed.connect(lambda _ok: self._update_actions())
+        self.table.selection_changed.connect(self._on_selection)
+        self._restore_settings()
+        self._update_actions()
+
+    # ------------------------------------------------------------ layout
+
+    def _build_widgets(self) -> None:
+        output_dir = str(self.settings.value("files/output_dir", str(Path.cwd() / "runs")))
+        self.setup = SetupPanel(output_dir)
+        self.live = LivePlots(self.colours)
+        self.summary = SummaryView(self.colours)
+        self.views = QTabWidget()
+        self.views.addTab(self.live, "Live")
+        self.views.addTab(self.summary, "Summary")
+        self.table = RunsTable(self.colours)
+        self.log_view = QPlainTextEdit()
+        self.log_view.setReadOnly(True)
+        self.log_view.setMaximumBlockCount(LOG_LIMIT)
+        self.bottom = QTabWidget()
+        self.bottom.addTab(self.table, "Runs")
+        self.bottom.addTab(self.log_view, "Log")
+        self.right_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.right_splitter.addWidget(self.views)
+        self.right_splitter.addWidget(self.bottom)
+        self.right_splitter.setStretchFactor(0, 3)
+        self.right_splitter.setStretchFactor(1, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.setup)
+        self.splitter.addWidget(self.right_splitter)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([380, 1060])
+        self.right_splitter.setSizes([620, 220])
+        self.setCentralWidget(self.splitter)
+        self.status_label = QLabel("Ready")
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.setMaximumWidth(220)
+        self.progress_bar.setTextVisible(True)
+        self.progress_bar.setVisible(False)
+        self.eta_label = QLabel()
+        self.statusBar().addWidget(self.status_label, 1)
+        self.statusBar().addPermanentWidget(self.progress_bar)
+        self.statusBar().addPermanentWidget(self.eta_label)
+        available = self.screen().availableGeometry()
+        self.resize(min(1440, int(available.width() * 0.95)), min(900, int(available.height() * 0.95)))
+
+    @property
+    def running(self) -> bool:
+        return self.worker is not None and self.worker.isRunning()
+
+    def _update_actions(self) -> None:
+        a = self.actions
+        a["run"].setEnabled(not self.running and self.setup.valid)
+        a["stop"].setEnabled(self.running and not self.worker.stop_requested)
+        a["open"].setEnabled(not self.running)
+        a["close_compare"].setEnabled(self.compare is not None)
+        a["use_settings"].setEnabled(self.data is not None and bool(self.data.spec) and not self.running)
+        self.setup.setEnabled(not self.running)
+
+    # ------------------------------------------------------------ running a sweep
+
+    def start_sweep(self) -> bool:
+        """Run the setup panel's sweep in a worker thread; False if the setup is invalid or the user declined."""
+        if self.running or not self.setup.validate():
+            return False
+        try:
+            spec = self.setup.spec()
+        except SpecError as e:  # cannot happen after validate(), but never start a bad spec
+            self.setup.show_errors({e.field: e.message})
+            return False
+        out = self.setup.output_path()
+        overwrite = False
+        if Path(out).exists():
+            answer = QMessageBox.question(self, "Overwrite run file?", f"{out} exists. Replace it with the new sweep?")
+            if answer != QMessageBox.StandardButton.Yes:
+                return False
+            overwrite = True
+        Path(out).parent.mkdir(exist_ok=True)
+        self.follower.stop()
+        self.data = SweepData(label=Path(out).name, path=out)
+        self.progress = SweepProgress(spec)
+        self._sweep_t0 = time.monotonic()
+        self._show_sweep(self.data, "main")
+        self.worker = SweepWorker(spec, out, overwrite=overwrite, parent=self)
+        self.worker.events.connect(self._on_events)
+        self.worker.sweep_failed.connect(self._on_sweep_failed)
+        self.worker.crashed.connect(lambda tb: self.show_error("The sweep stopped with an unexpected error", tb))
+        self.worker.finished.connect(self._on_worker_finished)
+        self.log("info", f"starting {len(spec.runs())} runs -> {out} (checking data and starting TensorFlow)")
+        self.status_label.setText("Checking data and model (starting TensorFlow in a child process)…")
+        self.progress_bar.setValue(0)
+        self.progress_bar.setVisible(True)
+        self.worker.start()
+        self.timer.start()
+        self._update_actions()
+        return True
+
+    def stop_sweep(self) -> None:
+        """End the current run cleanly (it is kept, marked interrupted) and skip the rest."""
+        if self.running:
+            self.worker.stop()
+            self.status_label.setText("Stopping after the current step…")
+            self.log("info", "stop requested")
+            self._update_actions()
+
+    def _on_events(self, batch: list) -> None:
+        for event in batch:
+            if self.data is not None:
+                self.data.handle(event)
+            if self.progress is not None:
+                self.progress.handle(event)
+            kind = event.get("type")
+            if kind == "sweep_started":
+                self._on_environment(event.get("environment") or {})
+                self._recolour()
+            elif kind == "log":
+                self.log(event.get("level", "info"), event.get("message", ""), event.get("run"))
+            elif kind == "run_ended":
+                status = event.get("status")
+                level = "warning" if status in FAILED_STATUSES else "info"
+                message = f"run ended: {status}" + (f" ({event['message']})" if event.get("message") else "")
+                self.log(level, message, event.get("run"))
+            elif kind == "sweep_ended":
+                self.log("info", f"sweep {event.get('status')}: {event.get('message', '')}")
+                if event.get("status") == "failed":
+                    self.show_error("The sweep failed", str(event.get("message", "")))
+
+    def _on_sweep_failed(self, field: str, message: str) -> None:
+        self.log("error", f"{field}: {message}")
+        if field in self.setup._error_labels:
+            self.setup.show_errors({**self.setup.errors, field: message})
+            self.status_label.setText(f"Not started: {field}: {message}")
+        else:
+            self.show_error("The sweep could not start", f"{field}: {message}")
+
+    def _on_worker_finished(self) -> None:
+        worker = self.worker
+        self.timer.stop()
+        self.refresh()
+        status = worker.status if worker is not None else None
+        self.progress_bar.setVisible(False)
+        self.eta_label.clear()
+        if status is not None:
+            elapsed = format_duration(time.monotonic() - self._sweep_t0)
+            self.status_label.setText(f"Sweep {status} in {elapsed}: {worker.out_path}")
+            self.recent.add(worker.out_path)
+            self.actions.refresh_recent()
+            self.setup.new_output_name(force=False)
+        self._update_actions()
+        if self.setup.errors.get("out") is None:
+            self.setup.validate()
+
+    def show_error(self, title: str, text: str) -> None:
+        """A dialog, only for errors that stop a sweep or an action (warnings go to the log)."""
+        self.log("error", f"{title}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+        self.error_dialog = QMessageBox(QMessageBox.Icon.Critical, title, text.strip(), parent=self)
+        self.error_dialog.open()
+
+    # ------------------------------------------------------------ showing data
+
+    def refresh(self) -> None:
+        """Redraw whatever changed; driven by the timer while data arrives."""
+        self.live.refresh()
+        self.summary.refresh()
+        self.table.runs_model.refresh()
+        self._update_progress()
+
+    def _update_progress(self) -> None:
+        if self.running and self.progress is not None:
+            p = self.progress
+            fraction = p.fraction
+            self.progress_bar.setValue(int(fraction * 1000))
+            self.progress_bar.setFormat(f"{fraction * 100:.0f}%")
+            eta = p.eta_seconds()
+            self.eta_label.setText(f"ETA {format_duration(eta)}" if math.isfinite(eta) else "ETA --")
+            if p.current:
+                run_no = min(p.done_runs + 1, p.total_runs)
+                text = f"Run {run_no}/{p.total_runs} · batch {p.current['batch']} · epoch "
+                text += f"{p.current['epoch'] + 1}/{p.current['epochs']}"
+                if "loss" in p.current:
+                    text += f" · loss {p.current['loss']:.4g}"
+                if self.worker.stop_requested:
+                    text = "Stopping… " + text
+                self.status_label.setText(text)
+        elif self.follower.following and self.data is not None:
+            self.progress_bar.setVisible(True)
+            self.progress_bar.setValue(int(self.data.progress() * 1000))
+            self.status_label.setText(f"Following {self.data.label} (being written)")
+
+    def _show_sweep(self, data: SweepData | None, source: str) -> None:
+        if source == "main":
+            self.data = data
+        else:
+            self.compare = data
+        self._recolour(refresh=False)
+        for view in (self.live, self.summary, self.table.runs_model):
+            view.set_source(source, data)
+        self.refresh()
+        names = [d.label for d in (self.data, self.compare) if d is not None and d.label]
+        self.setWindowTitle("BatchLab" + (f" — {' vs '.join(names)}" if names else ""))
+        if source == "main" and self.follower.following:
+            self.timer.start()
+        self._update_actions()
+
+    def _recolour(self, refresh: bool = True) -> None:
+        batches = [b for d in (self.data, self.compare) if d is not None for b in d.batch_sizes()]
+        if self.data is not None and self.data.spec.get("batch_sizes"):
+            batches += [int(b) for b in self.data.spec["batch_sizes"]]
+        if self.colours.update(batches) and refresh:
+            self.live.restyle()
+            self.summary.restyle()
+            self.table.viewport().update()
+
+    def _on_selection(self, keys: set) -> None:
+        self.live.set_selection(keys)
+        self.summary.set_selection(keys)
+
+    def _on_environment(self, environment: dict) -> None:
+        devices = environment.get("devices") or []
+        if devices and not self.running:
+            self.setup.set_devices(devices)
+
+    def start_device_probe(self) -> None:
+        """List the devices TensorFlow sees, from a child process, without blocking the window."""
+        self.probe.start()
+
+    def log(self, level: str, message: str, run: int | None = None) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        where = f" run {run}:" if run is not None else ""
+        self.log_view.appendPlainText(f"{stamp} {level}{where} {message}")
+        if level in ("warning", "error"):
+            self._problems += 1
+            self.bottom.setTabText(1, f"Log ({self._problems})")
+
+    # ------------------------------------------------------------ files
+
+    def open_file(self, path: str | None = None) -> bool:
+        """Open a run file (finished or still being written) as the main sweep."""
+        if self.running:
+            return False
+        path = path or QFileDialog.getOpenFileName(self, "Open a run file", self._file_dir(), RUN_FILE_FILTER)[0]
+        if not path:
+            return False
+        try:
+            data = self.follower.open(path, Path(path).name)
+        except (SpecError, OSError) as e:
+            self.show_error("Cannot open the run file", str(e))
+            return False
+        self.progress = None
+        self._show_sweep(data, "main")
+        self.recent.add(path)
+        self.actions.refresh_recent()
+        self.settings.setValue("files/open_dir", str(Path(path).parent))
+        self.status_label.setText(f"Opened {path} ({data.status}, {len(data.runs)} runs)")
+        return True
+
+    def open_compare(self, path: str | None = None) -> bool:
+        """Overlay a second sweep (its curves dashed) on the current one."""
+        path = path or QFileDialog.getOpenFileName(self, "Compare with", self._file_dir(), RUN_FILE_FILTER)[0]
+        if not path:
+            return False
+        try:
+            data = self.compare_follower.open(path, Path(path).name)
+        except (SpecError, OSError) as e:
+            self.show_error("Cannot open the run file", str(e))
+            return False
+        self._show_sweep(data, "compare")
+        self.recent.add(path)
+        self.actions.refresh_recent()
+        return True
+
+    def close_compare(self) -> None:
+        self.compare_follower.stop()
+        self._show_sweep(None, "compare")
+
+    def use_file_settings(self) -> None:
+        """Fill the setup panel from the open file's spec, to rerun or vary it."""
+        if self.data is not None and self.data.spec:
+            self.setup.set_values(dict(self.data.spec))
+            self.setup.new_output_name()
+
+    def export_table(self, path: str | None = None) -> None:
+        path = path or QFileDialog.getSaveFileName(self, "Export runs table", self._file_dir(), "CSV (*.csv)")[0]
+        if path:
+            self.table.export_csv(path if path.lower().endswith(".csv") else path + ".csv")
+
+    def export_plot(self, plot_id: str, path: str | None = None) -> None:
+        widget = {**self.live.plots, **{f"summary_{k}": v for k, v in self.summary.plots.items()}}[plot_id]
+        if path is None:
+            path, chosen = QFileDialog.getSaveFileName(
+                self, "Export plot", str(Path(self._file_dir()) / f"{plot_id}.png"), "PNG (*.png);;SVG (*.svg)"
+            )
+            if path and not Path(path).suffix:
+                path += ".svg" if "svg" in chosen.lower() else ".png"
+        if path:
+            export_plot(widget, path)
+
+    def _file_dir(self) -> str:
+        return str(self.settings.value("files/open_dir", self.setup.output_dir))
+
+    # ------------------------------------------------------------ settings and closing
+
+    def _restore_settings(self) -> None:
+        s = self.settings
+        for key, restore in (
+            ("window/geometry", self.restoreGeometry),
+            ("window/state", self.restoreState),
+            ("window/splitter", self.splitter.restoreState),
+            ("window/right_splitter", self.right_splitter.restoreState),
+        ):
+            value = s.value(key)
+            if isinstance(value, QByteArray):
+                restore(value)
+        spec = s.value("setup/last_spec")
+        if spec:
+            try:
+                values = json.loads(str(spec))
+                self.setup.set_values(values)
+                self.setup.new_output_name()
+            except (ValueError, TypeError):
+                pass
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.setValue("window/splitter", self.splitter.saveState())
+        s.setValue("window/right_splitter", self.right_splitter.saveState())
+        values = {k: v for k, v in self.setup.values().items() if not isinstance(v, bool) or k == "shuffle"}
+        s.setValue("setup/last_spec", json.dumps(values))
+        s.setValue("files/output_dir", str(Path(self.setup.output_path() or self.setup.output_dir).parent))
+        s.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
+        if self.running:
+            answer = QMessageBox.question(
+                self, "Stop the sweep?", "A sweep is running. Stop it (the current run is kept) and close?"
+            )
+            if answer != QMessageBox.StandardButton.Yes:
+                event.ignore()
+                return
+            self.worker.stop()
+            self.status_label.setText("Stopping the sweep and closing the run file…")
+            self.worker.wait(STOP_WAIT_MS)
+        self.timer.stop()
+        self.follower.stop()
+        self.compare_follower.stop()
+        self.save_settings()
+        event.accept()

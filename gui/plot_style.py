@@ -1,0 +1,114 @@
+"""Shared look of every plot: one colour per batch size, dimming for unselected runs, a log2 axis."""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+
+# Colour-blind-friendly qualitative palette (Okabe-Ito, then Tableau for more batch sizes).
+PALETTE = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#8C564B",
+    "#000000",
+    "#7F7F7F",
+    "#BCBD22",
+    "#17BECF",
+    "#9467BD",
+)
+DIM_ALPHA = 45
+COMPARE_STYLE = Qt.PenStyle.DashLine
+MIB = float(1 << 20)
+
+# How a run that did not finish normally is drawn in the summary: symbol and short label.
+STATUS_MARKS = {
+    "oom": ("x", "OOM"),
+    "diverged": ("t", "diverged"),
+    "crashed": ("star", "crashed"),
+    "error": ("d", "error"),
+    "interrupted": ("s", "stopped"),
+}
+
+SOURCE_LABELS = {"main": "", "compare": " (compare)"}
+
+
+def configure_pyqtgraph() -> None:
+    """White background, antialiasing; called once before any plot is made."""
+    pg.setConfigOptions(background="w", foreground="k", antialias=True)
+
+
+class BatchColours:
+    """Maps batch sizes to palette colours, by rank among all batch sizes on screen."""
+
+    def __init__(self) -> None:
+        self._order: list[int] = []
+
+    def update(self, batch_sizes: list[int]) -> bool:
+        """Set the batch sizes on screen; True when the mapping changed (curves must be recoloured)."""
+        order = sorted(set(batch_sizes))
+        changed = order != self._order
+        self._order = order
+        return changed
+
+    def colour(self, batch_size: int) -> QColor:
+        if batch_size in self._order:
+            return QColor(PALETTE[self._order.index(batch_size) % len(PALETTE)])
+        return QColor(PALETTE[int(math.log2(max(batch_size, 1))) % len(PALETTE)])
+
+
+def run_pen(colour: QColor, *, compare: bool, dimmed: bool, highlighted: bool, style=None) -> pg.QtGui.QPen:
+    """The pen of a run's curve: dashed for the comparison sweep, faint when other runs are selected."""
+    c = QColor(colour)
+    if dimmed:
+        c.setAlpha(DIM_ALPHA)
+    pen = pg.mkPen(c, width=3 if highlighted else 1.6)
+    if style is not None:
+        pen.setStyle(style)
+    elif compare:
+        pen.setStyle(COMPARE_STYLE)
+    return pen
+
+
+def run_brush(colour: QColor, *, dimmed: bool) -> pg.QtGui.QBrush:
+    c = QColor(colour)
+    if dimmed:
+        c.setAlpha(DIM_ALPHA)
+    return pg.mkBrush(c)
+
+
+class Log2Axis(pg.AxisItem):
+    """An x axis whose values are log2(batch size), labelled with the batch sizes themselves."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
+        lo, hi = math.floor(minVal), math.ceil(maxVal)
+        if hi - lo > 40 or hi < lo:
+            return super().tickValues(minVal, maxVal, size)
+        return [(1.0, [float(v) for v in range(lo, hi + 1)])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph override)
+        return [f"{2.0**v:g}" if abs(v) < 40 else "" for v in values]
+
+
+def make_plot(title: str, x_label: str, x_units: str | None, y_label: str, y_units: str | None, *, log2_x=False):
+    """A PlotWidget with labelled axes (units shown), a grid, a legend, clip-to-view and peak downsampling."""
+    axis_items = {"bottom": Log2Axis(orientation="bottom")} if log2_x else None
+    widget = pg.PlotWidget(title=title, axisItems=axis_items)
+    item = widget.getPlotItem()
+    item.setLabel("bottom", x_label, units=x_units)
+    item.setLabel("left", y_label, units=y_units)
+    item.showGrid(x=True, y=True, alpha=0.2)
+    item.setClipToView(True)
+    item.setDownsampling(auto=True, mode="peak")
+    legend = item.addLegend(offset=(-6, 6), labelTextSize="8pt", verSpacing=-6)
+    legend.setBrush(pg.mkBrush(255, 255, 255, 190))
+    if y_units == "MiB":
+        item.getAxis("left").enableAutoSIPrefix(False)
+    widget.setMinimumSize(220, 160)
+    return widget

@@ -1,0 +1,174 @@
+"""The runs table: one row per run of the shown sweeps; selecting rows highlights their curves."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+
+from gui.plot_style import BatchColours
+from gui.summary_view import metric_value
+from gui.sweep_data import FAILED_STATUSES, RunData, SweepData
+
+RunKey = tuple[str, int]
+_ROOT = QModelIndex()
+
+
+def _num(fmt: str) -> Callable[[float], str]:
+    return lambda v: "" if not math.isfinite(v) else format(v, fmt)
+
+
+# column title -> (value of a run, how to show it)
+COLUMNS: list[tuple[str, Callable[[str, RunData], object], Callable[[object], str]]] = [
+    ("sweep", lambda s, r: s, str),
+    ("run", lambda s, r: r.index, str),
+    ("status", lambda s, r: r.status, str),
+    ("batch size", lambda s, r: r.batch_size, str),
+    ("seed", lambda s, r: r.seed, str),
+    ("time (s)", lambda s, r: metric_value(r, "total_time"), _num(".2f")),
+    ("throughput (samples/s)", lambda s, r: metric_value(r, "throughput"), _num(",.0f")),
+    ("peak memory (MiB)", lambda s, r: metric_value(r, "peak_memory"), _num(",.1f")),
+    ("final loss", lambda s, r: metric_value(r, "final_loss"), _num(".5g")),
+]
+STATUS_COLOURS = {
+    "oom": "#F8D0C8",
+    "diverged": "#F8E0B0",
+    "crashed": "#F8C8D8",
+    "error": "#F8C8D8",
+    "interrupted": "#E8E8E8",
+    "running": "#D8ECF8",
+}
+
+
+class RunsModel(QAbstractTableModel):
+    """Rows are (source, run) pairs of the sweeps shown; values come straight from SweepData."""
+
+    def __init__(self, colours: BatchColours, parent=None):
+        super().__init__(parent)
+        self.colours = colours
+        self.sources: dict[str, SweepData] = {}
+        self._rows: list[tuple[str, RunData]] = []
+        self._versions: list[int] = []
+
+    def set_source(self, source: str, data: SweepData | None) -> None:
+        if data is None:
+            self.sources.pop(source, None)
+        else:
+            self.sources[source] = data
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        rows = [(s, r) for s in sorted(self.sources) for r in self.sources[s].ordered_runs()]
+        if (
+            force
+            or [(s, r.index) for s, r in rows] != [(s, r.index) for s, r in self._rows]
+            or any(a[1] is not b[1] for a, b in zip(rows, self._rows, strict=False))
+        ):
+            self.beginResetModel()
+            self._rows = rows
+            self._versions = [r.version for _, r in rows]
+            self.endResetModel()
+            return
+        for i, (_s, run) in enumerate(self._rows):
+            if self._versions[i] != run.version:
+                self._versions[i] = run.version
+                self.dataChanged.emit(self.index(i, 0), self.index(i, len(COLUMNS) - 1))
+
+    def _label(self, source: str) -> str:
+        data = self.sources.get(source)
+        return data.label if data is not None and data.label else source
+
+    def key(self, row: int) -> RunKey:
+        source, run = self._rows[row]
+        return (source, run.index)
+
+    def rowCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt override)
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent=_ROOT) -> int:  # noqa: N802 (Qt override)
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 (Qt override)
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section][0]
+        return None
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        source, run = self._rows[index.row()]
+        title, value_of, show = COLUMNS[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return show(value_of(self._label(source), run))
+        if role == Qt.ItemDataRole.UserRole:  # sort key: the raw value, NaN last
+            value = value_of(self._label(source), run)
+            return math.inf if isinstance(value, float) and not math.isfinite(value) else value
+        if role == Qt.ItemDataRole.DecorationRole and title == "batch size":
+            return self.colours.colour(run.batch_size)
+        if role == Qt.ItemDataRole.BackgroundRole and title == "status" and run.status in STATUS_COLOURS:
+            return QBrush(QColor(STATUS_COLOURS[run.status]))
+        if role == Qt.ItemDataRole.ToolTipRole and run.message:
+            return run.message
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 3:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def rows_as_text(self) -> list[list[str]]:
+        """The table's raw values, header first (for CSV export; NaN as an empty cell)."""
+        out = [[c[0] for c in COLUMNS]]
+        for source, run in self._rows:
+            values = [value_of(self._label(source), run) for _t, value_of, _show in COLUMNS]
+            out.append(["" if isinstance(v, float) and not math.isfinite(v) else str(v) for v in values])
+        return out
+
+    def failed_rows(self) -> list[RunKey]:
+        return [(s, r.index) for s, r in self._rows if r.status in FAILED_STATUSES]
+
+
+class RunsTable(QTableView):
+    """Sortable table of runs; emits the keys of the selected runs."""
+
+    selection_changed = Signal(object)  # set[RunKey]
+
+    def __init__(self, colours: BatchColours, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.runs_model = RunsModel(colours, self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.runs_model)
+        self.proxy.setSortRole(Qt.ItemDataRole.UserRole)
+        self.setModel(self.proxy)
+        self.setSortingEnabled(True)
+        self.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.setAlternatingRowColors(True)
+        self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(22)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setStretchLastSection(True)
+        self.selectionModel().selectionChanged.connect(self._emit_selection)
+        self.runs_model.modelReset.connect(self._emit_selection)
+
+    def selected_keys(self) -> set[RunKey]:
+        rows = {self.proxy.mapToSource(i).row() for i in self.selectionModel().selectedRows()}
+        return {self.runs_model.key(r) for r in rows if 0 <= r < self.runs_model.rowCount()}
+
+    def _emit_selection(self, *_args) -> None:
+        self.selection_changed.emit(self.selected_keys())
+
+    def select_keys(self, keys: set[RunKey]) -> None:
+        """Select the rows of these runs (used by tests and when a sweep is reloaded)."""
+        self.clearSelection()
+        mode = self.selectionModel().SelectionFlag.Select | self.selectionModel().SelectionFlag.Rows
+        for row in range(self.runs_model.rowCount()):
+            if self.runs_model.key(row) in keys:
+                self.selectionModel().select(self.proxy.mapFromSource(self.runs_model.index(row, 0)), mode)
+
+    def export_csv(self, path: str) -> None:
+        """Write the table as shown (all rows, in run order) to a CSV file."""
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(self.runs_model.rows_as_text())

@@ -1,0 +1,387 @@
+"""The setup panel: every spec field, validated as you type by core.spec (the CLI's rules and messages)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.presets import PRESETS, WORKLOADS
+from core.runfile import FILE_SUFFIXES
+from core.spec import KERAS_DATASETS, OPTIMIZERS, SweepSpec, build_spec, spec_errors
+
+CHOOSE_FILE = "__choose__"
+DATA_SOURCES = [("bundled", "bundled MNIST subset")] + [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
+POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
+AUTO_NAME = re.compile(r"-\d{8}-\d{6}\.h5$")
+ERROR_STYLE = "color: #B00020;"
+INVALID_STYLE = 'QLineEdit[invalid="true"], QComboBox[invalid="true"] { border: 1px solid #B00020; }'
+
+
+def strip_field(field: str, message: str) -> str:
+    """'batch_sizes: 0 is too small; ...' -> '0 is too small; ...' (the field is shown beside it)."""
+    prefix = f"{field}: "
+    return message[len(prefix) :] if message.startswith(prefix) else message
+
+
+def output_error(path: str) -> str | None:
+    """What is wrong with the run file path before a sweep tries it (same text as the run-file writer)."""
+    if not path.strip():
+        return "choose a run file to save the sweep to, e.g. sweep.h5"
+    p = Path(path.strip())
+    if p.suffix.lower() not in FILE_SUFFIXES:
+        return f"{p} does not end in .h5 or .hdf5; name the run file e.g. sweep.h5"
+    if not p.parent.is_dir() and not p.parent.parent.is_dir():  # one missing level is created, like the CLI's runs/
+        return f"cannot create {p}: folder {p.parent} does not exist"
+    return None
+
+
+class SetupPanel(QScrollArea):
+    """All setup fields; `validity_changed(bool)` after every edit, `errors` holds the current messages."""
+
+    validity_changed = Signal(bool)
+    values_changed = Signal()
+
+    def __init__(self, output_dir: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.output_dir = output_dir
+        self.errors: dict[str, str] = {}
+        self._error_labels: dict[str, QLabel] = {}
+        self._editors: dict[str, QWidget] = {}
+        self._filling = False
+        self._previous_data_index = 0
+        body = QWidget()
+        body.setStyleSheet(INVALID_STYLE)
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self._build_experiment(layout)
+        self._build_batches(layout)
+        self._build_optimizer(layout)
+        self._build_output(layout)
+        layout.addStretch(1)
+        self.setWidget(body)
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        for combo in body.findChildren(QComboBox):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(4)
+        self.setMinimumWidth(320)
+        self.apply_preset(next(iter(PRESETS)))
+
+    # ------------------------------------------------------------ building
+
+    def _group(self, layout: QVBoxLayout, title: str) -> QFormLayout:
+        box = QGroupBox(title)
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(box)
+        return form
+
+    def _row(self, form: QFormLayout, field: str, label: str, editor: QWidget, *extra: QWidget) -> None:
+        """A labelled editor with the field's error message underneath (hidden while valid)."""
+        holder = QWidget()
+        col = QVBoxLayout(holder)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(1)
+        line = QHBoxLayout()
+        line.setSpacing(3)
+        line.addWidget(editor, 1)
+        for w in extra:
+            line.addWidget(w)
+        col.addLayout(line)
+        error = QLabel()
+        error.setObjectName(f"error_{field}")
+        error.setStyleSheet(ERROR_STYLE)
+        error.setWordWrap(True)
+        error.setVisible(False)
+        col.addWidget(error)
+        form.addRow(label, holder)
+        editor.setObjectName(field)
+        self._editors[field] = editor
+        self._error_labels[field] = error
+        if isinstance(editor, QLineEdit):
+            editor.textChanged.connect(self._changed)
+        elif isinstance(editor, QComboBox):
+            editor.currentIndexChanged.connect(self._changed)
+        elif isinstance(editor, QCheckBox):
+            editor.toggled.connect(self._changed)
+
+    def _build_experiment(self, layout: QVBoxLayout) -> None:
+        form = self._group(layout, "Experiment")
+        self.preset = QComboBox()
+        for name, preset in PRESETS.items():
+            self.preset.addItem(preset.title, name)
+        self._row(form, "preset", "Preset", self.preset)
+        self.preset.activated.connect(lambda i: self.apply_preset(self.preset.itemData(i)))
+        self.preset.currentIndexChanged.connect(self._show_description)
+        self.preset_description = QLabel()
+        self.preset_description.setWordWrap(True)
+        self.preset_description.setStyleSheet("color: #555; font-size: 9pt;")
+        form.addRow(self.preset_description)
+        self.workload = QComboBox()
+        self.workload.addItems(list(WORKLOADS))
+        self._row(form, "workload", "Workload", self.workload)
+        self.model_file = QLineEdit()
+        self.model_file.setPlaceholderText("a .keras model (keras-file workload)")
+        browse = QPushButton("…")
+        browse.setToolTip("Choose a .keras model file")
+        browse.clicked.connect(self._choose_model)
+        self._row(form, "model_file", "Model file", self.model_file, browse)
+        self.data = QComboBox()
+        for value, text in DATA_SOURCES:
+            self.data.addItem(text, value)
+        self.data.addItem("Choose a file…", CHOOSE_FILE)
+        self._row(form, "data", "Dataset", self.data)
+        self.data.activated.connect(self._data_activated)
+        self.samples = QLineEdit()
+        self._row(form, "samples", "Samples", self.samples)
+        self.val_samples = QLineEdit()
+        self._row(form, "val_samples", "Validation samples", self.val_samples)
+
+    def _build_batches(self, layout: QVBoxLayout) -> None:
+        form = self._group(layout, "Budget and batch sizes")
+        self.epochs = QLineEdit()
+        self._row(form, "epochs", "Epochs", self.epochs)
+        self.batch_sizes = QLineEdit()
+        self.batch_sizes.setPlaceholderText("e.g. 8, 16, 32, 64")
+        self.batch_sizes.setToolTip("Batch sizes to compare, separated by commas or spaces")
+        self._row(form, "batch_sizes", "Batch sizes", self.batch_sizes)
+        helper = QWidget()
+        row = QHBoxLayout(helper)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.pow2_from, self.pow2_to = QComboBox(), QComboBox()
+        for combo, default in ((self.pow2_from, "8"), (self.pow2_to, "512")):
+            combo.addItems(POW2_CHOICES)
+            combo.setCurrentText(default)
+        fill = QPushButton("Fill")
+        fill.setObjectName("fill_powers_of_two")
+        fill.setToolTip("Replace the batch sizes with every power of two in this range")
+        fill.clicked.connect(self.fill_powers_of_two)
+        for w in (QLabel("powers of two from"), self.pow2_from, QLabel("to"), self.pow2_to, fill):
+            row.addWidget(w)
+        row.addStretch(1)
+        form.addRow(helper)
+
+    def _build_optimizer(self, layout: QVBoxLayout) -> None:
+        form = self._group(layout, "Optimizer and seeds")
+        self.optimizer = QComboBox()
+        self.optimizer.addItems(list(OPTIMIZERS))
+        self._row(form, "optimizer", "Optimizer", self.optimizer)
+        self.lr = QLineEdit()
+        self.lr.setPlaceholderText("optimizer default")
+        self._row(form, "lr", "Learning rate", self.lr)
+        self.momentum = QLineEdit()
+        self._row(form, "momentum", "Momentum", self.momentum)
+        self.seeds = QLineEdit()
+        self._row(form, "seeds", "Seeds", self.seeds)
+        self.shuffle = QCheckBox("shuffle batches each epoch")
+        self._row(form, "shuffle", "", self.shuffle)
+
+    def _build_output(self, layout: QVBoxLayout) -> None:
+        form = self._group(layout, "Run")
+        self.device = QComboBox()
+        self.device.addItem("auto (GPU if there is one)", "auto")
+        self.device.addItem("cpu", "cpu")
+        self.device.setToolTip("Devices are listed once the training process has reported them")
+        self._row(form, "device", "Device", self.device)
+        self.out = QLineEdit()
+        browse = QPushButton("…")
+        browse.setToolTip("Choose where to save the run file")
+        browse.clicked.connect(self._choose_output)
+        self._row(form, "out", "Run file", self.out, browse)
+
+    # ------------------------------------------------------------ values
+
+    def values(self) -> dict[str, Any]:
+        """The spec fields as typed (strings), ready for core.spec.build_spec / spec_errors."""
+        return {
+            "preset": self.preset.currentData(),
+            "workload": self.workload.currentText(),
+            "model_file": self.model_file.text(),
+            "data": self._data_value(),
+            "samples": self.samples.text(),
+            "val_samples": self.val_samples.text(),
+            "epochs": self.epochs.text(),
+            "batch_sizes": self.batch_sizes.text(),
+            "optimizer": self.optimizer.currentText(),
+            "lr": self.lr.text(),
+            "momentum": self.momentum.text(),
+            "seeds": self.seeds.text(),
+            "shuffle": self.shuffle.isChecked(),
+            "device": self.device.currentData(),
+        }
+
+    def _data_value(self) -> str:
+        value = self.data.currentData()
+        return self.data.itemData(self._previous_data_index) if value == CHOOSE_FILE else value
+
+    def set_values(self, values: dict[str, Any]) -> None:
+        """Fill fields from spec-like values (a preset's defaults, saved settings, a run file's spec)."""
+        self._filling = True
+        try:
+            for field, value in values.items():
+                self._set(field, value)
+        finally:
+            self._filling = False
+        self.validate()
+
+    def _set(self, field: str, value: Any) -> None:
+        if field == "budget" and isinstance(value, dict):
+            self._set("epochs", value.get("amount"))
+            return
+        editor = self._editors.get(field)
+        if editor is None:
+            return
+        if isinstance(value, (list, tuple)):
+            value = ", ".join(str(v) for v in value)
+        text = "" if value is None else str(value)
+        if isinstance(editor, QLineEdit):
+            editor.setText(text)
+        elif isinstance(editor, QCheckBox):
+            editor.setChecked(value is True or text.lower() in ("1", "true", "yes", "on"))
+        elif field == "data":
+            self._select_data(text or "bundled")
+        elif isinstance(editor, QComboBox):
+            index = editor.findData(text)
+            index = index if index >= 0 else editor.findText(text)
+            if index < 0 and field == "device":
+                editor.addItem(text, text)
+                index = editor.count() - 1
+            if index >= 0:
+                editor.setCurrentIndex(index)
+
+    def spec(self) -> SweepSpec:
+        """The validated spec (raises core.spec.SpecError like the CLI would)."""
+        return build_spec(self.values())
+
+    def output_path(self) -> str:
+        return self.out.text().strip()
+
+    def apply_preset(self, name: str) -> None:
+        """Select a preset and fill every field with its defaults."""
+        preset = PRESETS[name]
+        self.set_values({"preset": name, "model_file": "", **preset.defaults})
+        self._show_description()
+        self.new_output_name()
+
+    def _show_description(self, *_args) -> None:
+        preset = PRESETS.get(self.preset.currentData())
+        self.preset_description.setText(preset.description if preset else "")
+
+    def new_output_name(self, force: bool = True) -> None:
+        """A fresh time-stamped run file name in the output folder (kept if the user chose a name)."""
+        current = self.output_path()
+        if not force and current and not AUTO_NAME.search(current):
+            return
+        folder = Path(current).parent if current else Path(self.output_dir)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.out.setText(str(folder / f"{self.preset.currentData()}-{stamp}.h5"))
+
+    def fill_powers_of_two(self) -> None:
+        lo, hi = sorted((int(self.pow2_from.currentText()), int(self.pow2_to.currentText())))
+        sizes = [1 << k for k in range(lo.bit_length() - 1, hi.bit_length())]
+        self.batch_sizes.setText(", ".join(str(s) for s in sizes))
+
+    def set_devices(self, devices: list[dict[str, Any]]) -> None:
+        """List the devices the training child reported (keeps the current choice if still there)."""
+        current = self.device.currentData()
+        self._filling = True
+        try:
+            self.device.clear()
+            self.device.addItem("auto (GPU if there is one)", "auto")
+            for d in devices:
+                name = str(d.get("name", ""))
+                gib = float(d.get("memory_bytes", -1) or -1) / (1 << 30)
+                memory = f", {gib:.0f} GiB" if gib > 0 else ""
+                self.device.addItem(f"{name} — {d.get('description', '')}{memory}", name)
+            index = self.device.findData(current)
+            self.device.setCurrentIndex(max(0, index))
+        finally:
+            self._filling = False
+        self.validate()
+
+    # ------------------------------------------------------------ validation
+
+    def _changed(self, *_args) -> None:
+        if not self._filling:
+            self.validate()
+
+    def validate(self) -> bool:
+        """Check every field with core.spec.spec_errors; show each message beside its field."""
+        values = self.values()
+        errors = {k: strip_field(k, v) for k, v in spec_errors(values).items()}
+        out_problem = output_error(self.output_path())
+        if out_problem:
+            errors["out"] = out_problem
+        self.show_errors(errors)
+        self.model_file.setEnabled(values["workload"] == "keras-file" or bool(values["model_file"]))
+        self.values_changed.emit()
+        return not errors
+
+    def show_errors(self, errors: dict[str, str]) -> None:
+        """Show these messages beside their fields (also used for errors the sweep reports at start)."""
+        self.errors = dict(errors)
+        for field, label in self._error_labels.items():
+            message = errors.get(field, "")
+            label.setText(message)
+            label.setVisible(bool(message))
+            editor = self._editors[field]
+            if editor.property("invalid") != bool(message):
+                editor.setProperty("invalid", bool(message))
+                editor.style().unpolish(editor)
+                editor.style().polish(editor)
+        self.validity_changed.emit(not self.errors)
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    # ------------------------------------------------------------ files
+
+    def _select_data(self, value: str) -> None:
+        index = self.data.findData(value)
+        if index < 0:
+            index = self.data.count() - 1
+            self.data.insertItem(index, Path(value).name, value)
+            self.data.setItemData(index, value, Qt.ItemDataRole.ToolTipRole)
+        self.data.setCurrentIndex(index)
+        self._previous_data_index = index
+
+    def _data_activated(self, index: int) -> None:
+        if self.data.itemData(index) != CHOOSE_FILE:
+            self._previous_data_index = index
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a data file", "", "Data (*.npz *.h5 *.hdf5)")
+        if path:
+            self._select_data(path)
+        else:
+            self.data.setCurrentIndex(self._previous_data_index)
+
+    def _choose_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a Keras model", "", "Keras model (*.keras)")
+        if path:
+            self.model_file.setText(path)
+            self.workload.setCurrentText("keras-file")
+
+    def _choose_output(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the run file as", self.output_path(), "Run file (*.h5)")
+        if path:
+            self.out.setText(path if Path(path).suffix else path + ".h5")

@@ -1,0 +1,167 @@
+"""The sweep summary: final loss, total time, throughput and peak memory against batch size.
+
+One point per finished run, a line through the mean over seeds of the runs that ended ok,
+and a labelled marker for every run that ran out of memory, diverged, crashed or stopped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QGridLayout, QWidget
+
+from gui.plot_style import MIB, SOURCE_LABELS, STATUS_MARKS, BatchColours, make_plot, run_brush, run_pen
+from gui.sweep_data import RunData, SweepData
+
+METRICS = {
+    # metric id -> title, y label, y units
+    "final_loss": ("Final loss", "final training loss", None),
+    "total_time": ("Total training time", "time", "s"),
+    "throughput": ("Throughput", "throughput", "samples/s"),
+    "peak_memory": ("Peak memory", "memory", "MiB"),
+}
+
+
+def metric_value(run: RunData, metric: str) -> float:
+    """The run's value for a summary metric (NaN when it has none)."""
+    if metric == "final_loss":
+        return run.last_loss()
+    if metric == "total_time":
+        if math.isfinite(run.total_time):
+            return run.total_time
+        wall = run.steps["wall_time"]
+        return float(wall[-1]) if len(wall) else math.nan
+    if metric == "throughput":
+        if math.isfinite(run.samples_per_s):
+            return run.samples_per_s
+        sps = run.epochs["samples_per_s"]
+        return float(np.nanmean(sps)) if len(sps) else math.nan
+    peak = run.peak_memory_bytes
+    return peak / MIB if peak > 0 else math.nan
+
+
+class SummaryView(QWidget):
+    """Four plots against batch size (log2 x axis); `refresh()` redraws when a run has ended."""
+
+    def __init__(self, colours: BatchColours, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.colours = colours
+        self.plots: dict[str, pg.PlotWidget] = {}
+        layout = QGridLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(4)
+        for i, (metric, (title, yl, yu)) in enumerate(METRICS.items()):
+            widget = make_plot(title, "batch size", None, yl, yu, log2_x=True)
+            self.plots[metric] = widget
+            layout.addWidget(widget, i // 2, i % 2)
+        self.sources: dict[str, SweepData] = {}
+        self.selection: set[tuple[str, int]] = set()
+        self._items: dict[str, list[pg.GraphicsObject]] = defaultdict(list)
+        self._drawn: dict[str, int] = {}
+        self.marks: list[tuple[str, str, int, str]] = []  # (metric, source, run index, label) for tests
+
+    def set_source(self, source: str, data: SweepData | None) -> None:
+        if data is None:
+            self.sources.pop(source, None)
+        else:
+            self.sources[source] = data
+        self._drawn.clear()
+        self.refresh()
+
+    def set_selection(self, keys: set[tuple[str, int]]) -> None:
+        self.selection = set(keys)
+        self._drawn.clear()
+        self.refresh()
+
+    def restyle(self) -> None:
+        self._drawn.clear()
+        self.refresh()
+
+    def refresh(self) -> None:
+        versions = {s: d.summary_version for s, d in self.sources.items()}
+        if versions == self._drawn:
+            return
+        self._drawn = versions
+        self.marks = []
+        for metric, widget in self.plots.items():
+            plot = widget.getPlotItem()
+            for item in self._items[metric]:
+                plot.removeItem(item)
+                if plot.legend is not None:
+                    plot.legend.removeItem(item)
+            self._items[metric] = []
+            for source, data in self.sources.items():
+                self._draw_metric(plot, metric, source, data)
+
+    def _draw_metric(self, plot: pg.PlotItem, metric: str, source: str, data: SweepData) -> None:
+        ended = [r for r in data.ordered_runs() if r.status not in ("pending", "running")]
+        if not ended:
+            return
+        compare = source == "compare"
+        ok_values = defaultdict(list)
+        spots, failed = [], []
+        for run in ended:
+            value = metric_value(run, metric)
+            key = (source, run.index)
+            dimmed = bool(self.selection) and key not in self.selection
+            colour = self.colours.colour(run.batch_size)
+            x = math.log2(run.batch_size)
+            if run.status == "ok" and math.isfinite(value):
+                ok_values[run.batch_size].append(value)
+                spots.append(
+                    {
+                        "pos": (x, value),
+                        "brush": run_brush(colour, dimmed=dimmed),
+                        "pen": run_pen(colour, compare=compare, dimmed=dimmed, highlighted=key in self.selection),
+                        "symbol": "o",
+                        "size": 11 if key in self.selection else 8,
+                        "data": key,
+                    }
+                )
+            elif run.status in STATUS_MARKS:
+                failed.append((run, x, value, colour, dimmed))
+        finite = [v for vs in ok_values.values() for v in vs]
+        top = max(finite) if finite else 1.0
+        for run, x, value, colour, dimmed in failed:
+            symbol, label = STATUS_MARKS[run.status]
+            y = value if math.isfinite(value) else top
+            pen = run_pen(colour, compare=compare, dimmed=dimmed, highlighted=False)
+            spots.append(
+                {
+                    "pos": (x, y),
+                    "brush": run_brush(colour, dimmed=dimmed),
+                    "pen": pen,
+                    "symbol": symbol,
+                    "size": 14,
+                    "data": (source, run.index),
+                }
+            )
+            text = pg.TextItem(label, color=pen.color(), anchor=(0.5, 1.3))
+            text.setPos(x, y)
+            text.setToolTip(run.message)
+            self._add(plot, metric, text)
+            self.marks.append((metric, source, run.index, label))
+        if ok_values:
+            batches = sorted(ok_values)
+            means = [float(np.mean(ok_values[b])) for b in batches]
+            line_pen = pg.mkPen("#444444", width=1.2, style=pg.QtCore.Qt.PenStyle.DashLine if compare else None)
+            name = f"mean over seeds{SOURCE_LABELS[source]}"
+            line = pg.PlotDataItem(np.log2(batches), means, pen=line_pen, name=name)
+            self._add(plot, metric, line)
+        scatter = pg.ScatterPlotItem(spots=spots, hoverable=True, tip=_tip)
+        self._add(plot, metric, scatter)
+
+    def _add(self, plot: pg.PlotItem, metric: str, item: pg.GraphicsObject) -> None:
+        plot.addItem(item)
+        self._items[metric].append(item)
+
+    def point_count(self, metric: str) -> int:
+        """Number of run markers (ok and failed) drawn in a metric's plot."""
+        return sum(len(i.points()) for i in self._items[metric] if isinstance(i, pg.ScatterPlotItem))
+
+
+def _tip(x: float, y: float, data) -> str:
+    return f"batch {2.0**x:g}: {y:.4g}"

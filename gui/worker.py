@@ -1,0 +1,129 @@
+"""Background threads of the window: the sweep worker and the device probe.
+
+The sweep worker calls core.runner.run_sweep in a QThread, so the run file's single
+writer lives in this (parent) process, off the GUI thread. Events reach the GUI thread
+in batches: the sink buffers them and emits a list at most every BATCH_SECONDS, except
+that the rare structural events (a run starting or ending, an epoch, the sweep ending)
+go out at once. core.runner is imported here only when a sweep or probe starts; neither
+it nor anything it imports pulls in TensorFlow (that happens in the child processes).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal
+
+from core.spec import SpecError, SweepSpec
+
+BATCH_SECONDS = 0.05  # the GUI thread gets at most ~20 event batches a second
+QUIET_EVENTS = ("steps", "log")  # may wait up to BATCH_SECONDS; everything else flushes at once
+
+
+class SweepWorker(QThread):
+    """Runs one sweep; `events` carries lists of event dicts, `finished_with` the outcome."""
+
+    events = Signal(list)
+    sweep_failed = Signal(str, str)  # field, message: a SpecError before or while starting
+    crashed = Signal(str)  # an unexpected exception, with its traceback
+
+    def __init__(self, spec: SweepSpec, out_path: str, overwrite: bool = False, parent: QObject | None = None):
+        super().__init__(parent)
+        self.spec = spec
+        self.out_path = out_path
+        self.overwrite = overwrite
+        self.status: str | None = None
+        self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._last_emit = 0.0
+        self._stop_requested = False
+        self._runner = None
+
+    def run(self) -> None:  # QThread override: runs in the worker thread
+        from core.runner import SweepRunner, run_sweep
+
+        with self._lock:
+            self._runner = SweepRunner(self.spec)
+            if self._stop_requested:
+                self._runner.stop()
+        try:
+            self.status = run_sweep(
+                self.spec, self.out_path, sink=self._sink, overwrite=self.overwrite, runner=self._runner
+            )
+        except SpecError as e:
+            self.sweep_failed.emit(e.field, e.message)
+        except Exception:  # noqa: BLE001 - shown in the error dialog instead of killing the thread silently
+            self.crashed.emit(traceback.format_exc())
+        finally:
+            self._flush()
+
+    def stop(self) -> None:
+        """Thread-safe: end the current run cleanly and skip the rest."""
+        with self._lock:
+            self._stop_requested = True
+            if self._runner is not None:
+                self._runner.stop()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def _sink(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending.append(event)
+            due = time.monotonic() - self._last_emit >= BATCH_SECONDS
+        if due or event.get("type") not in QUIET_EVENTS:
+            self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+            self._last_emit = time.monotonic()
+        if batch:
+            self.events.emit(batch)
+
+
+class _ProbeBridge(QObject):
+    probed = Signal(dict)
+    probe_failed = Signal(str)
+
+
+class DeviceProbe(QObject):
+    """Asks a child process which devices TensorFlow sees, in a daemon thread (it takes seconds).
+
+    A daemon thread rather than a QThread: closing the window must not wait for the probe.
+    """
+
+    probed = Signal(dict)  # the environment dict (see core.events.ENVIRONMENT_KEYS)
+    probe_failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._bridge = _ProbeBridge()
+        self._bridge.probed.connect(self.probed)
+        self._bridge.probe_failed.connect(self.probe_failed)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self._probe, args=(self._bridge,), name="batchlab-probe", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _probe(bridge: _ProbeBridge) -> None:
+        from core.runner import probe_environment
+
+        try:
+            env = probe_environment("auto")
+        except Exception as e:  # noqa: BLE001 - any failure only means "no device list"
+            result = ("probe_failed", str(e))
+        else:
+            result = ("probed", env)
+        try:
+            getattr(bridge, result[0]).emit(result[1])
+        except RuntimeError:  # the window (and the bridge) is gone
+            pass

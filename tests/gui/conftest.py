@@ -1,0 +1,67 @@
+"""GUI test fixtures: offscreen Qt, settings in a temp folder, a window that is always cleaned up."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QSettings, QStandardPaths  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
+
+# Tiny real sweep: MLP on 256 bundled samples, one epoch per run on the CPU.
+TINY = {
+    "preset": "mnist-mlp",
+    "samples": "256",
+    "val_samples": "64",
+    "epochs": "1",
+    "batch_sizes": "64, 128",
+    "device": "cpu",
+}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_settings(tmp_path_factory):
+    """Nothing in the GUI tests may read or write the user's real settings."""
+    QStandardPaths.setTestModeEnabled(True)
+    folder = tmp_path_factory.mktemp("qsettings")
+    for scope in (QSettings.Scope.UserScope, QSettings.Scope.SystemScope):
+        QSettings.setPath(QSettings.Format.IniFormat, scope, str(folder))
+        QSettings.setPath(QSettings.Format.NativeFormat, scope, str(folder))
+    yield folder
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return QSettings(str(tmp_path / "batchlab-test.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def main_window(qtbot, settings, tmp_path, monkeypatch):
+    """The main window with private settings; any sweep still running at the end is stopped and awaited."""
+    from gui.main_window import MainWindow
+
+    monkeypatch.chdir(tmp_path)
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    yield window
+    if window.running:
+        window.worker.stop()
+        window.worker.wait(120_000)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    window.close()
+
+
+def set_fields(window, values: dict) -> None:
+    """Type values into the setup panel as a user would (then it validates)."""
+    window.setup.set_values(values)
+
+
+def run_file_path(tmp_path, name: str = "sweep.h5") -> str:
+    return str(tmp_path / name)
