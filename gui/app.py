@@ -9,7 +9,7 @@ HEADLESS_HINT = (
     "batchlab: no display found, so the window cannot open; run a sweep headless with "
     "`batchlab sweep --preset mnist-autoencoder` (or set QT_QPA_PLATFORM=offscreen)"
 )
-EXIT_NO_DISPLAY = 2
+EXIT_NO_DISPLAY = 2  # also: the Qt binding cannot run the window
 ORGANIZATION = "BatchLab"
 APPLICATION = "BatchLab"
 NON_DISPLAY_PLATFORMS = ("offscreen", "minimal", "vnc", "eglfs", "linuxfb")
@@ -28,6 +28,34 @@ def has_display(argv: list[str] | None = None, environ: dict[str, str] | None = 
     return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
 
 
+def broken_binding_message() -> str | None:
+    """Why the installed PySide6 cannot run the window, or None.
+
+    PySide6 6.12.0 on Python < 3.12 drops a reference to True on every signal emit from Python;
+    the window then dies within seconds with "Fatal Python error: bool_dealloc". We measure that
+    directly instead of trusting version numbers.
+    """
+    if sys.version_info >= (3, 12):
+        return None
+    import PySide6
+    from PySide6.QtCore import QObject, Signal
+
+    class _Probe(QObject):
+        fired = Signal()
+
+    probe = _Probe()
+    before = sys.getrefcount(True)
+    for _ in range(8):
+        probe.fired.emit()
+    if sys.getrefcount(True) > before - 4:
+        return None
+    return (
+        f"batchlab: PySide6 {PySide6.__version__} loses references on every Qt signal under Python "
+        f"{sys.version_info.major}.{sys.version_info.minor} and would crash; install another version, e.g. "
+        "pip install 'PySide6-Essentials<6.12'"
+    )
+
+
 def run_app(argv: list[str] | None = None) -> int:
     """Open the main window; a run file given as the only argument is opened in it. Returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -36,6 +64,11 @@ def run_app(argv: list[str] | None = None) -> int:
         return EXIT_NO_DISPLAY
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
+
+    problem = broken_binding_message()
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_NO_DISPLAY
 
     from gui.main_window import MainWindow
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401 - registers pg.exporters
 from PySide6.QtCore import QFileSystemWatcher, QObject, QSettings, QTimer, Signal
+from PySide6.QtGui import QPainter
+from PySide6.QtSvg import QSvgGenerator
 
 from core.report import read_run_file
 from gui.sweep_data import SweepData
@@ -108,11 +110,23 @@ class RunFileFollower(QObject):
 
 
 def export_plot(widget: pg.PlotWidget, path: str) -> None:
-    """Save one plot as PNG or SVG (by the file's suffix)."""
-    item = widget.getPlotItem()
+    """Save one plot as PNG (pyqtgraph's exporter, at least 800 px wide) or SVG (by the file's suffix).
+
+    SVG goes through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the path data
+    Qt 6.11 writes and raises ValueError.
+    """
     if path.lower().endswith(".svg"):
-        exporter = pg.exporters.SVGExporter(item)
-    else:
-        exporter = pg.exporters.ImageExporter(item)
-        exporter.parameters()["width"] = max(800, int(widget.width() * 2))
+        generator = QSvgGenerator()
+        generator.setFileName(path)
+        generator.setSize(widget.size())
+        generator.setViewBox(widget.rect())
+        generator.setTitle(widget.getPlotItem().titleLabel.text or "BatchLab plot")
+        painter = QPainter(generator)
+        try:
+            widget.render(painter)
+        finally:
+            painter.end()
+        return
+    exporter = pg.exporters.ImageExporter(widget.getPlotItem())
+    exporter.parameters()["width"] = max(800, int(widget.width() * 2))
     exporter.export(path)

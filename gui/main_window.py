@@ -59,6 +59,7 @@ class MainWindow(QMainWindow):
         self.error_dialog: QMessageBox | None = None
         self._sweep_t0 = 0.0
         self._problems = 0  # warnings and errors in the log panel
+        self._worker_done = True
         self.setWindowTitle("BatchLab")
         self._build_widgets()
         self.actions = build_actions(self)
@@ -121,7 +122,8 @@ class MainWindow(QMainWindow):
 
     @property
     def running(self) -> bool:
-        return self.worker is not None and self.worker.isRunning()
+        """True from Run until the window has handled the worker's end (not just the thread's)."""
+        return self.worker is not None and (self.worker.isRunning() or not self._worker_done)
 
     def _update_actions(self) -> None:
         a = self.actions
@@ -161,6 +163,7 @@ class MainWindow(QMainWindow):
         self.worker.sweep_failed.connect(self._on_sweep_failed)
         self.worker.crashed.connect(lambda tb: self.show_error("The sweep stopped with an unexpected error", tb))
         self.worker.finished.connect(self._on_worker_finished)
+        self._worker_done = False
         self.log("info", f"starting {len(spec.runs())} runs -> {out} (checking data and starting TensorFlow)")
         self.status_label.setText("Checking data and model (starting TensorFlow in a child process)…")
         self.progress_bar.setValue(0)
@@ -209,7 +212,10 @@ class MainWindow(QMainWindow):
             self.show_error("The sweep could not start", f"{field}: {message}")
 
     def _on_worker_finished(self) -> None:
+        if self._worker_done:  # already handled (closeEvent waits for the worker itself)
+            return
         worker = self.worker
+        self._worker_done = True
         self.timer.stop()
         self.refresh()
         status = worker.status if worker is not None else None
@@ -255,7 +261,7 @@ class MainWindow(QMainWindow):
                 if "loss" in p.current:
                     text += f" · loss {p.current['loss']:.4g}"
                 if self.worker.stop_requested:
-                    text = "Stopping… " + text
+                    text = "Stopping after the current step…"
                 self.status_label.setText(text)
         elif self.follower.following and self.data is not None:
             self.progress_bar.setVisible(True)
@@ -417,6 +423,7 @@ class MainWindow(QMainWindow):
             self.worker.stop()
             self.status_label.setText("Stopping the sweep and closing the run file…")
             self.worker.wait(STOP_WAIT_MS)
+            self._on_worker_finished()
         self.timer.stop()
         self.follower.stop()
         self.compare_follower.stop()

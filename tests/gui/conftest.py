@@ -65,3 +65,45 @@ def set_fields(window, values: dict) -> None:
 
 def run_file_path(tmp_path, name: str = "sweep.h5") -> str:
     return str(tmp_path / name)
+
+
+def wait_until(predicate, timeout_s: float, step_ms: int = 20) -> None:
+    """Run the Qt event loop until predicate() is true; fail after timeout_s seconds."""
+    import time
+
+    from PySide6.QtTest import QTest
+
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        QTest.qWait(step_ms)
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(qapp, tmp_path_factory):
+    """One tiny REAL sweep run from the window (TensorFlow in child processes), observed as it ends.
+
+    Session-scoped because each run starts TensorFlow in a fresh child (seconds on a small machine);
+    tests assert on what was observed and reuse the finished run file.
+    """
+    from gui.main_window import MainWindow
+
+    folder = tmp_path_factory.mktemp("tiny_sweep")
+    window = MainWindow(QSettings(str(folder / "settings.ini"), QSettings.Format.IniFormat))
+    window.show()
+    out = str(folder / "tiny.h5")
+    window.setup.set_values(TINY)
+    window.setup.out.setText(out)
+    seen = {"batches": [], "tf_in_gui": None}
+    window.actions["run"].trigger()
+    assert window.running, window.setup.errors
+    window.worker.events.connect(lambda batch: seen["batches"].append(len(batch)))
+    wait_until(lambda: not window.running, timeout_s=240)
+    wait_until(lambda: window.worker.isFinished(), timeout_s=10)
+    window.refresh()
+    import sys
+
+    seen["tf_in_gui"] = "tensorflow" in sys.modules
+    yield window, out, seen
+    window.close()

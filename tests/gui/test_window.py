@@ -13,7 +13,7 @@ from PySide6.QtCore import QSettings
 
 from core.presets import PRESETS
 from core.spec import SpecError, build_spec
-from gui.app import HEADLESS_HINT, run_app
+from gui.app import HEADLESS_HINT, broken_binding_message, run_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,6 +46,11 @@ def test_no_display_says_how_to_run_headless(monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err == HEADLESS_HINT and "\n" not in err
     assert "batchlab sweep --preset mnist-autoencoder" in err
+
+
+def test_installed_qt_binding_keeps_reference_counts():
+    """PySide6 6.12.0 on Python 3.11 corrupts refcounts on every emit; the window refuses to start on it."""
+    assert broken_binding_message() is None
 
 
 def test_window_opens_with_run_disabled_until_valid(main_window):
