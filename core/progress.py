@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from typing import Any, TextIO
 
@@ -10,6 +11,7 @@ from core.spec import SweepSpec
 
 BAR_WIDTH = 24
 REDRAW_SECONDS = 0.2  # at most five redraws a second
+TICK_SECONDS = 1.0  # keeps elapsed time moving while a child starts TensorFlow
 
 
 def format_duration(seconds: float) -> str:
@@ -47,6 +49,7 @@ class SweepProgress:
         elif kind == "run_ended":
             self.done_runs += 1
             self.current_samples = 0
+            self.current = {}
 
     @property
     def fraction(self) -> float:
@@ -83,14 +86,26 @@ class ProgressPrinter:
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
         self.last_draw = 0.0
         self.drawn = False
+        self._lock = threading.Lock()  # events arrive on the caller's thread, ticks on our own
+        self._closed = threading.Event()
+        if self.tty:
+            threading.Thread(target=self._tick, name="batchlab-progress", daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self._closed.wait(TICK_SECONDS):
+            with self._lock:
+                if time.monotonic() - self.last_draw >= TICK_SECONDS:
+                    self._draw()
 
     def note(self, text: str) -> None:
         if self.enabled:
-            self._clear()
-            print(text, file=self.stream, flush=True)
+            with self._lock:
+                self._clear()
+                print(text, file=self.stream, flush=True)
 
     def handle(self, event: dict[str, Any]) -> None:
-        self.progress.handle(event)
+        with self._lock:
+            self.progress.handle(event)
         if not self.enabled:
             return
         kind = event["type"]
@@ -101,8 +116,9 @@ class ProgressPrinter:
             self.note(f"run {event['run'] + 1}/{self.progress.total_runs}: {status} {detail}".rstrip())
         elif kind == "log" and event.get("level") in ("warning", "error"):
             self.note(f"{event['level']}: {event['message']}")
-        if self.tty and time.monotonic() - self.last_draw >= REDRAW_SECONDS:
-            self._draw()
+        with self._lock:
+            if self.tty and time.monotonic() - self.last_draw >= REDRAW_SECONDS:
+                self._draw()
 
     def _draw(self) -> None:
         self.stream.write("\r\x1b[2K" + self.progress.line())
@@ -116,6 +132,8 @@ class ProgressPrinter:
             self.drawn = False
 
     def close(self) -> None:
+        self._closed.set()
         if self.enabled:
-            self._clear()
-            self.stream.flush()
+            with self._lock:
+                self._clear()
+                self.stream.flush()

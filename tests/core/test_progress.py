@@ -1,0 +1,37 @@
+"""The CLI's progress bar: fraction, ETA and the line a user sees."""
+
+import io
+
+from core.events import make_event
+from core.progress import ProgressPrinter, SweepProgress, format_duration
+from core.spec import build_spec
+
+
+def test_progress_counts_samples_across_runs():
+    spec = build_spec({"preset": "mnist-mlp", "samples": 100, "epochs": 2, "batch_sizes": "50,100"})
+    p = SweepProgress(spec)
+    assert p.fraction == 0
+    p.handle(make_event("run_started", run=0, batch_size=50, seed=0, epochs=2))
+    p.handle(make_event("steps", run=0, batch_size=[50, 50], loss=[2.0, 1.5], epoch=[0, 0]))
+    assert p.fraction == 0.25  # 100 of 400 samples in the sweep
+    assert "run 1/2" in p.line() and "batch 50" in p.line() and "loss 1.5" in p.line()
+    p.handle(make_event("run_ended", run=0, status="ok"))
+    assert p.fraction == 0.5
+    assert p.eta_seconds() >= 0
+
+
+def test_printer_without_a_terminal_prints_one_line_per_run():
+    spec = build_spec({"preset": "mnist-mlp", "samples": 100, "epochs": 1, "batch_sizes": "50"})
+    out = io.StringIO()
+    printer = ProgressPrinter(spec, out)
+    printer.handle(make_event("run_started", run=0, batch_size=50, seed=0, epochs=1))
+    printer.handle(make_event("run_ended", run=0, status="oom", message="OOM when allocating"))
+    printer.close()
+    assert out.getvalue() == "run 1/1: oom OOM when allocating\n"
+
+
+def test_durations_read_naturally():
+    assert format_duration(5) == "5s"
+    assert format_duration(75) == "1m15s"
+    assert format_duration(3700) == "1h01m"
+    assert format_duration(float("nan")) == "--"
