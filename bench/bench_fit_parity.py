@@ -1,0 +1,237 @@
+"""Training throughput of BatchLab's instrumented loop against a plain Keras `model.fit` of the same model.
+
+For each batch size the same compiled model (core.workloads.build_model, same seed, so the same
+initial weights), data slice, optimizer and batch order (shuffle=False) is trained two ways in this
+one process, in alternating order A,B / B,A over repeats so that drift and other load on the machine
+fall on both alike:
+
+  A  plain Keras: model.fit(x, x, batch_size=b, epochs=E, shuffle=False, verbose=0), timed per epoch
+     by a callback that reads the clock in on_epoch_begin / on_epoch_end;
+  B  BatchLab: core.trainer.train_run on a RunSpec from core.spec.build_spec, epoch_time taken from
+     its epoch_ended events (per-step loss, step time and input wait recorded as in a real sweep).
+
+Throughput is steady state: samples/s over epochs 1..E-1 (epoch 0 includes tracing the step),
+median over repeats. Target: BatchLab / fit >= 0.97 at every batch size. Validation is off for both
+(neither clock includes it anyway) to keep the run short. Not a test: timings are noisy on a shared
+machine, which is why order alternates and medians are used.
+
+Usage (from the repository root):
+
+    .venv/bin/python bench/bench_fit_parity.py [--batch-sizes 8,16,...] [--epochs 3] [--repeats 2]
+        [--samples 5000] [--device cpu|gpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+PRESET = "mnist-autoencoder"
+TARGET_RATIO = 0.97
+DEFAULT_EPOCHS = 3
+DEFAULT_REPEATS = 2
+SEED = 0
+FIT = "fit"
+BATCHLAB = "batchlab"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from core.presets import preset_defaults
+
+    defaults = preset_defaults(PRESET)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--batch-sizes",
+        default=",".join(str(b) for b in defaults["batch_sizes"]),
+        help="comma-separated batch sizes (default: the preset's, 8 to 512)",
+    )
+    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS, help="epochs per measurement, >= 2 (default 3)")
+    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="measurements per way and batch (default 2)")
+    p.add_argument("--samples", type=int, default=defaults["samples"], help="training samples (default 5000)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where both ways train (default cpu)")
+    args = p.parse_args(argv)
+    if args.epochs < 2:
+        p.error("--epochs must be >= 2: epoch 0 includes tracing and is left out of the throughput")
+    if args.repeats < 1:
+        p.error("--repeats must be >= 1")
+    return args
+
+
+def steady_throughput(epoch_times: list[float], samples: int) -> float:
+    """Samples per second over every epoch but the first (which includes tracing the step)."""
+    steady = epoch_times[1:]
+    return samples * len(steady) / sum(steady)
+
+
+def make_run(args: argparse.Namespace, batch_size: int):
+    """The RunSpec BatchLab would build for this batch size of the preset, validation off."""
+    from core.spec import build_spec
+
+    spec = build_spec(
+        {
+            "preset": PRESET,
+            "batch_sizes": [batch_size],
+            "epochs": args.epochs,
+            "samples": args.samples,
+            "val_samples": 0,
+            "seeds": [SEED],
+            "device": "cpu" if args.device == "cpu" else "gpu:0",
+        }
+    )
+    (run,) = spec.runs()
+    return run
+
+
+def measure_fit(run) -> tuple[list[float], list[float]]:
+    """Plain Keras: per-epoch wall times (s) and epoch losses of model.fit on a freshly built model."""
+    import keras
+    import tensorflow as tf
+
+    from core.datasets import load_dataset, prepare_arrays
+    from core.workloads import build_model
+
+    class EpochClock(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.times: list[float] = []
+            self.losses: list[float] = []
+            self._t0 = 0.0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._t0 = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.times.append(time.perf_counter() - self._t0)
+            logs = logs or {}
+            self.losses.append(float(logs.get("loss", math.nan)))
+
+    spec = run.sweep
+    tf.keras.utils.set_random_seed(run.seed)  # as train_run does, so the initial weights are the same
+    data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
+    model, x, y, _, _, _ = build_model(run, data)
+    clock = EpochClock()
+    model.fit(x, y, batch_size=run.batch_size, epochs=spec.epochs, shuffle=False, verbose=0, callbacks=[clock])
+    return clock.times, clock.losses
+
+
+def measure_batchlab(run, tf_device: str | None, nvml_index: int | None, device_name: str):
+    """BatchLab: per-epoch wall times (s) and train losses from train_run's epoch_ended events."""
+    from core.events import EPOCH_ENDED, RUN_ENDED
+    from core.trainer import train_run
+
+    events: list[dict] = []
+    train_run(run, events.append, lambda: False, tf_device, nvml_index, device_name)
+    ended = next(e for e in events if e["type"] == RUN_ENDED)
+    if ended["status"] != "ok":
+        raise RuntimeError(f"BatchLab run at batch {run.batch_size} ended {ended['status']}: {ended['message']}")
+    epochs = [e for e in events if e["type"] == EPOCH_ENDED]
+    return [e["epoch_time"] for e in epochs], [e["train_loss"] for e in epochs]
+
+
+def fresh_state() -> None:
+    """Drop the previous measurement's model and graphs so each one starts alike."""
+    import keras
+
+    keras.backend.clear_session()
+    gc.collect()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"  # must precede the TensorFlow import
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import tensorflow as tf
+
+    from core.spec import SpecError, parse_batch_sizes
+
+    try:  # the same checks and messages as `batchlab sweep`, before any training starts
+        batch_sizes = parse_batch_sizes(args.batch_sizes)
+        runs = {b: make_run(args, b) for b in batch_sizes}
+    except SpecError as e:
+        print(f"bench_fit_parity: {e}", file=sys.stderr)
+        return 2
+    if args.device == "gpu":
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            print("--device gpu: TensorFlow sees no GPU", file=sys.stderr)
+            return 2
+        tf.config.experimental.set_memory_growth(gpus[0], True)
+        tf_device, nvml_index, device_name = "GPU:0", 0, "gpu:0"
+    else:
+        tf_device, nvml_index, device_name = None, None, "cpu"
+
+    command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+    print(f"command:    {command}")
+    print(f"date:       {datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"tensorflow: {tf.__version__}   keras: {keras.__version__}   python: {platform.python_version()}")
+    print(f"device:     {device_name} ({os.cpu_count()} logical CPUs, {platform.machine()}, {platform.system()})")
+    print(
+        f"workload:   {PRESET}, {args.samples} samples, {args.epochs} epochs, {args.repeats} repeats, "
+        f"shuffle off, validation off; steady state = epochs 1..{args.epochs - 1}"
+    )
+    print("order alternates A,B / B,A per repeat; numbers are medians over repeats (noisy on a shared machine)\n")
+
+    throughput: dict[tuple[int, str], list[float]] = {(b, w): [] for b in batch_sizes for w in (FIT, BATCHLAB)}
+    loss_gap: dict[int, float] = {b: 0.0 for b in batch_sizes}
+    t_start = time.perf_counter()
+    for r in range(args.repeats):
+        for b in batch_sizes:
+            run = runs[b]
+            order = (FIT, BATCHLAB) if r % 2 == 0 else (BATCHLAB, FIT)
+            losses = {}
+            for way in order:
+                fresh_state()
+                if way == FIT:
+                    times, losses[way] = measure_fit(run)
+                else:
+                    times, losses[way] = measure_batchlab(run, tf_device, nvml_index, device_name)
+                throughput[(b, way)].append(steady_throughput(times, args.samples))
+            gap = max(abs(f - m) / abs(f) for f, m in zip(losses[FIT], losses[BATCHLAB], strict=True))
+            loss_gap[b] = max(loss_gap[b], gap)
+            ratio = throughput[(b, BATCHLAB)][-1] / throughput[(b, FIT)][-1]
+            print(
+                f"  repeat {r + 1}/{args.repeats} batch {b:>4} order {'/'.join(order)}: "
+                f"fit {throughput[(b, FIT)][-1]:>8.0f}  batchlab {throughput[(b, BATCHLAB)][-1]:>8.0f} "
+                f"samples/s  ratio {ratio:.3f}",
+                flush=True,
+            )
+
+    print(f"\nsteady-state throughput, median of {args.repeats} (total {time.perf_counter() - t_start:.0f} s)")
+    header = (
+        f"{'batch':>6} {'fit samples/s':>14} {'batchlab samples/s':>19} {'ratio bl/fit':>13} "
+        f"{'pair ratios min-max':>20} {'loss gap':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    ratios = []
+    for b in batch_sizes:
+        fit = statistics.median(throughput[(b, FIT)])
+        lab = statistics.median(throughput[(b, BATCHLAB)])
+        ratios.append(lab / fit)
+        pairs = [m / f for f, m in zip(throughput[(b, FIT)], throughput[(b, BATCHLAB)], strict=True)]
+        spread = f"{min(pairs):.2f}-{max(pairs):.2f}"
+        print(f"{b:>6} {fit:>14.0f} {lab:>19.0f} {lab / fit:>13.3f} {spread:>20} {loss_gap[b]:>9.1e}")
+    worst = min(ratios)
+    verdict = "PASS" if worst >= TARGET_RATIO else "FAIL"
+    print(f"\nmin ratio {worst:.3f} (batch {batch_sizes[ratios.index(worst)]}); target >= {TARGET_RATIO}: {verdict}")
+    print("ratio = median BatchLab / median fit; pair ratios = each repeat's back-to-back pair, to show the noise")
+    print("loss gap = largest relative difference of per-epoch train loss between the two ways (same training?)")
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
