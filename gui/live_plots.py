@@ -6,6 +6,9 @@ only for runs whose data changed since the last frame.
 
 from __future__ import annotations
 
+import math
+import time
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -17,14 +20,16 @@ from gui.sweep_data import RunData, SweepData
 
 RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
 
-# series id -> (plot id, x column, y column, table, symbol, pen style or None, named in legend)
+# series id -> (plot id, x column, y column, table, symbol, pen style or None, batch sizes in legend).
+# Colours mean the same batch size in every plot, so only the two loss plots (whose top right is
+# usually empty) carry the batch-size legend; the others explain their line styles instead.
 SERIES = {
     "loss_step": ("loss_step", "step", "loss", "steps", None, None, True),
     "loss_time": ("loss_time", "wall_time", "loss", "steps", None, None, True),
-    "train_loss": ("loss_epoch", "epoch", "train_loss", "epochs", "o", None, True),
+    "train_loss": ("loss_epoch", "epoch", "train_loss", "epochs", "o", None, False),
     "val_loss": ("loss_epoch", "epoch", "val_loss", "epochs", "t", Qt.PenStyle.DotLine, False),
-    "throughput": ("throughput", "epoch", "samples_per_s", "epochs", "o", None, True),
-    "tf_peak": ("memory", "epoch", "tf_peak_bytes", "epochs", "o", None, True),
+    "throughput": ("throughput", "epoch", "samples_per_s", "epochs", "o", None, False),
+    "tf_peak": ("memory", "epoch", "tf_peak_bytes", "epochs", "o", None, False),
     "device_mem": ("memory", "epoch", "device_memory_bytes", "epochs", "t", Qt.PenStyle.DashDotLine, False),
     "rss": ("memory", "epoch", "rss_peak_bytes", "epochs", "s", Qt.PenStyle.DotLine, False),
 }
@@ -39,15 +44,16 @@ PLOTS = {
     "throughput": ("Training throughput", "epoch", None, "throughput", "samples/s"),
     "memory": ("Memory per epoch", "epoch", None, "memory", "MiB"),
 }
-# Grey legend entries explaining line styles shared by all batch sizes: plot id -> (name, symbol, style)
+# Grey legend entries explaining a series' line style, added once the series has data
 STYLE_LEGEND = {
-    "loss_epoch": (("train", "o", None), ("validation", "t", Qt.PenStyle.DotLine)),
-    "memory": (
-        ("TF peak", "o", None),
-        ("device", "t", Qt.PenStyle.DashDotLine),
-        ("host RSS", "s", Qt.PenStyle.DotLine),
-    ),
+    "train_loss": "train",
+    "val_loss": "validation",
+    "tf_peak": "TensorFlow peak",
+    "device_mem": "device (nvidia-smi)",
+    "rss": "host RSS",
 }
+PLOT_ORDER = tuple(PLOTS)
+PLOT_TABLE = {plot_id: "steps" if plot_id in ("loss_step", "loss_time") else "epochs" for plot_id in PLOTS}
 SEGMENTS = (("compute", "compute_time"), ("input wait", "input_wait_time"), ("other", None))
 
 
@@ -67,11 +73,14 @@ class LivePlots(QWidget):
             layout.addWidget(widget, i // 3, i % 3)
         self.sources: dict[str, SweepData] = {}
         self._curves: dict[tuple[str, int, str], pg.PlotDataItem] = {}
-        self._drawn: dict[RunKey, int] = {}
+        self._drawn: dict[tuple[str, int, str], int] = {}  # (source, run, plot) -> table version drawn
         self._legend_named: set[tuple[str, str, int]] = set()
+        self._style_named: set[str] = set()
         self._bars: dict[tuple[str, str], pg.BarGraphItem] = {}
         self._bars_drawn: dict[str, int] = {}
         self.selection: set[RunKey] = set()
+        self._next_plot = 0
+        self._last_update: dict[str, float] = {}
         self._add_segment_legend()
 
     # ------------------------------------------------------------ sources
@@ -94,23 +103,52 @@ class LivePlots(QWidget):
             self.sources[source] = data
         self.refresh()
 
-    def refresh(self) -> None:
-        """Redraw runs whose data changed since the last call (called at ~25 Hz while a sweep runs)."""
+    def refresh(self, max_plots: int | None = None, min_interval_s: float = 0.0) -> None:
+        """Redraw plots whose runs changed since they were last drawn.
+
+        While a sweep runs the window passes max_plots=1 and a minimum interval: each 40 ms tick
+        then updates (and Qt repaints) at most one plot, round-robin, and no plot more often than
+        every min_interval_s. Repainting is what costs the training child its CPU on a small machine.
+        """
+        updated = 0
+        now = time.monotonic()
+        for offset in range(len(PLOT_ORDER)):
+            plot_id = PLOT_ORDER[(self._next_plot + offset) % len(PLOT_ORDER)]
+            if now - self._last_update.get(plot_id, -math.inf) < min_interval_s:
+                continue
+            if self._update_plot(plot_id):
+                self._last_update[plot_id] = now
+                updated += 1
+                if max_plots is not None and updated >= max_plots:
+                    self._next_plot = (PLOT_ORDER.index(plot_id) + 1) % len(PLOT_ORDER)
+                    return
+
+    def _update_plot(self, plot_id: str) -> bool:
+        """Bring one plot up to date; True if anything changed."""
+        table = PLOT_TABLE[plot_id]
+        changed = False
         for source, data in self.sources.items():
-            changed = False
+            runs_changed = False
             for run in data.ordered_runs():
-                key = (source, run.index)
-                if self._drawn.get(key) == run.version:
+                key = (source, run.index, plot_id)
+                version = run.table_version(table)
+                if self._drawn.get(key) == version:
                     continue
-                self._drawn[key] = run.version
-                self._draw_run(source, run)
-                changed = True
-            if changed or source not in self._bars_drawn:
+                self._drawn[key] = version
+                runs_changed = True
+                if plot_id != "epoch_split":
+                    self._draw_run(source, run, plot_id)
+            if plot_id == "epoch_split" and (runs_changed or source not in self._bars_drawn):
                 self._draw_bars(source, data)
                 self._bars_drawn[source] = 1
+                runs_changed = True
+            changed = changed or runs_changed
+        return changed
 
-    def _draw_run(self, source: str, run: RunData) -> None:
+    def _draw_run(self, source: str, run: RunData, only_plot: str) -> None:
         for series, (plot_id, x_col, y_col, table, symbol, style, named) in SERIES.items():
+            if plot_id != only_plot:
+                continue
             columns = run.steps if table == "steps" else run.epochs
             if not len(columns):
                 continue
@@ -134,11 +172,13 @@ class LivePlots(QWidget):
             if named and legend_key not in self._legend_named:
                 self._legend_named.add(legend_key)
                 name = f"batch {run.batch_size}{SOURCE_LABELS[source]}"
-            curve = pg.PlotDataItem(name=name, symbol=symbol, symbolSize=6)
+            # Step curves can hold many points: drawn without antialiasing, which costs several times more.
+            curve = pg.PlotDataItem(name=name, symbol=symbol, symbolSize=6, antialias=symbol is not None)
             curve.run_key = (source, run.index)
             curve.pen_style = style
             self.plots[plot_id].getPlotItem().addItem(curve)
             self._curves[key] = curve
+            self._add_style_legend(series)
             self._style_curve(curve, run.batch_size)
         return curve
 
@@ -192,11 +232,16 @@ class LivePlots(QWidget):
         for seg, _ in SEGMENTS:
             sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=_segment_brush(seg, grey, False))
             legend.addItem(sample, seg)
-        for plot_id, entries in STYLE_LEGEND.items():
-            for name, symbol, style in entries:
-                pen = pg.mkPen(grey, width=1.6, style=style or Qt.PenStyle.SolidLine)
-                sample = pg.PlotDataItem([0], [0], pen=pen, symbol=symbol, symbolPen=pen, symbolBrush=grey)
-                self.plots[plot_id].getPlotItem().legend.addItem(sample, name)
+
+    def _add_style_legend(self, series: str) -> None:
+        if series not in STYLE_LEGEND or series in self._style_named:
+            return
+        self._style_named.add(series)
+        plot_id, _x, _y, _t, symbol, style, _named = SERIES[series]
+        grey = QColor("#555555")
+        pen = pg.mkPen(grey, width=1.6, style=style or Qt.PenStyle.SolidLine)
+        sample = pg.PlotDataItem([0], [0], pen=pen, symbol=symbol, symbolPen=pen, symbolBrush=grey)
+        self.plots[plot_id].getPlotItem().legend.addItem(sample, STYLE_LEGEND[series])
 
     # ------------------------------------------------------------ selection and colours
 

@@ -37,7 +37,10 @@ from gui.summary_view import SummaryView
 from gui.sweep_data import FAILED_STATUSES, SweepData
 from gui.worker import DeviceProbe, SweepWorker
 
-REFRESH_MS = 40  # 25 Hz redraw while data is arriving
+REFRESH_MS = 40  # 25 Hz refresh tick while data is arriving
+# Each live plot repaints at most this often during a sweep: the child sends steps every 0.25 s,
+# and on a 2-core machine every repaint is time taken from TensorFlow's two threads.
+LIVE_PLOT_INTERVAL_S = 1.0
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
 RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
@@ -240,8 +243,11 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ showing data
 
     def refresh(self) -> None:
-        """Redraw whatever changed; driven by the timer while data arrives."""
-        self.live.refresh()
+        """Redraw whatever changed; driven by the timer while data arrives (one live plot per tick then)."""
+        if self.timer.isActive():
+            self.live.refresh(max_plots=1, min_interval_s=LIVE_PLOT_INTERVAL_S)
+        else:
+            self.live.refresh()
         self.summary.refresh()
         self.table.runs_model.refresh()
         self._update_progress()

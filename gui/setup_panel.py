@@ -82,7 +82,8 @@ class SetupPanel(QScrollArea):
         for combo in body.findChildren(QComboBox):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(4)
-        self.setMinimumWidth(320)
+        scrollbar = self.verticalScrollBar().sizeHint().width()
+        self.setMinimumWidth(body.minimumSizeHint().width() + scrollbar + 2 * self.frameWidth())
         self.apply_preset(next(iter(PRESETS)))
 
     # ------------------------------------------------------------ building
@@ -234,7 +235,14 @@ class SetupPanel(QScrollArea):
         return self.data.itemData(self._previous_data_index) if value == CHOOSE_FILE else value
 
     def set_values(self, values: dict[str, Any]) -> None:
-        """Fill fields from spec-like values (a preset's defaults, saved settings, a run file's spec)."""
+        """Fill fields from spec-like values (saved settings, a run file's spec, a test).
+
+        Values that name a preset start from that preset's defaults, as core.spec.build_spec does,
+        so {"preset": "mnist-cnn", "epochs": 2} means the CNN preset with two epochs.
+        """
+        preset = values.get("preset")
+        if preset in PRESETS:
+            values = {"model_file": "", **PRESETS[preset].defaults, **values}
         self._filling = True
         try:
             for field, value in values.items():
@@ -277,8 +285,7 @@ class SetupPanel(QScrollArea):
 
     def apply_preset(self, name: str) -> None:
         """Select a preset and fill every field with its defaults."""
-        preset = PRESETS[name]
-        self.set_values({"preset": name, "model_file": "", **preset.defaults})
+        self.set_values({"preset": name})
         self._show_description()
         self.new_output_name()
 

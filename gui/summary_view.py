@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QWidget
 
-from gui.plot_style import MIB, SOURCE_LABELS, STATUS_MARKS, BatchColours, make_plot, run_brush, run_pen
+from gui.plot_style import MIB, STATUS_MARKS, BatchColours, make_plot, run_brush, run_pen
 from gui.sweep_data import RunData, SweepData
 
 METRICS = {
@@ -55,6 +55,7 @@ class SummaryView(QWidget):
         layout.setSpacing(4)
         for i, (metric, (title, yl, yu)) in enumerate(METRICS.items()):
             widget = make_plot(title, "batch size", None, yl, yu, log2_x=True)
+            widget.getPlotItem().getViewBox().setDefaultPadding(0.08)  # markers at the ends stay whole
             self.plots[metric] = widget
             layout.addWidget(widget, i // 2, i % 2)
         self.sources: dict[str, SweepData] = {}
@@ -148,7 +149,8 @@ class SummaryView(QWidget):
             batches = sorted(ok_values)
             means = [float(np.mean(ok_values[b])) for b in batches]
             line_pen = pg.mkPen("#444444", width=1.2, style=pg.QtCore.Qt.PenStyle.DashLine if compare else None)
-            name = f"mean over seeds{SOURCE_LABELS[source]}"
+            # a legend only when two sweeps are overlaid: the dashed line is the comparison
+            name = f"{data.label or source}: mean over seeds" if len(self.sources) > 1 else None
             line = pg.PlotDataItem(np.log2(batches), means, pen=line_pen, name=name)
             self._add(plot, metric, line)
         scatter = pg.ScatterPlotItem(spots=spots, hoverable=True, tip=_tip)

@@ -86,10 +86,16 @@ class RunData:
     recorded_peak_bytes: int = -1
     steps: Columns = field(default_factory=lambda: Columns(ev.STEP_COLUMNS))
     epochs: Columns = field(default_factory=lambda: Columns(ev.EPOCH_COLUMNS, capacity=16))
-    version: int = field(default_factory=next_version)
+    version: int = field(default_factory=next_version)  # any change
+    steps_version: int = field(default_factory=next_version)  # new step rows
+    epochs_version: int = field(default_factory=next_version)  # new epoch rows
 
     def touch(self) -> None:
         self.version = next_version()
+
+    def table_version(self, table: str) -> int:
+        """Version of the "steps" or "epochs" table: plots of one table skip redraws when only the other grew."""
+        return self.steps_version if table == "steps" else self.epochs_version
 
     @property
     def failed(self) -> bool:
@@ -172,11 +178,13 @@ class SweepData:
     def _on_steps(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
         run.steps.extend({k: e[k] for k in ev.STEP_COLUMN_NAMES if k in e})
+        run.steps_version = next_version()
         run.touch()
 
     def _on_epoch_ended(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
         run.epochs.extend({k: e[k] for k in ev.EPOCH_COLUMN_NAMES if k in e})
+        run.epochs_version = next_version()
         run.touch()
 
     def _on_run_ended(self, e: Mapping[str, Any]) -> None:
