@@ -143,6 +143,9 @@ class LivePlots(QWidget):
                 self._bars_drawn[source] = 1
                 runs_changed = True
             changed = changed or runs_changed
+        if changed:
+            # Settle the auto-range now: left to the paint, it changes the axes and costs a second paint.
+            self.plots[plot_id].getPlotItem().getViewBox().updateAutoRange()
         return changed
 
     def _draw_run(self, source: str, run: RunData, only_plot: str) -> None:

@@ -26,6 +26,7 @@ PALETTE = (
 DIM_ALPHA = 45
 COMPARE_STYLE = Qt.PenStyle.DashLine
 MIB = float(1 << 20)
+LEFT_AXIS_PX = 62
 
 # How a run that did not finish normally is drawn in the summary: symbol and short label.
 STATUS_MARKS = {
@@ -96,14 +97,32 @@ class Log2Axis(pg.AxisItem):
         return [f"{2.0**v:g}" if abs(v) < 40 else "" for v in values]
 
 
+class IntegerAxis(pg.AxisItem):
+    """An x axis for counts (epochs): ticks only at whole numbers."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
+        levels = []
+        for spacing, values in super().tickValues(minVal, maxVal, size):
+            whole = [v for v in values if float(v).is_integer()]
+            if spacing >= 1 and whole:
+                levels.append((spacing, whole))
+        if not levels and math.isfinite(minVal) and math.isfinite(maxVal):
+            levels = [(1.0, [float(v) for v in range(math.ceil(minVal), math.floor(maxVal) + 1)])]
+        return levels
+
+
 def make_plot(title: str, x_label: str, x_units: str | None, y_label: str, y_units: str | None, *, log2_x=False):
     """A PlotWidget with labelled axes (units shown), a grid, a legend, clip-to-view and peak downsampling."""
     axis_items = {"bottom": Log2Axis(orientation="bottom")} if log2_x else None
+    if x_label == "epoch":
+        axis_items = {"bottom": IntegerAxis(orientation="bottom")}
     widget = pg.PlotWidget(title=title, axisItems=axis_items)
     item = widget.getPlotItem()
     item.setLabel("bottom", x_label, units=x_units)
     item.setLabel("left", y_label, units=y_units)
     item.showGrid(x=True, y=True, alpha=0.2)
+    # A fixed axis width: otherwise new tick labels ("100" -> "1000") re-lay out the plot and repaint it twice.
+    item.getAxis("left").setWidth(LEFT_AXIS_PX)
     item.setClipToView(True)
     item.setDownsampling(auto=True, mode="peak")
     legend = item.addLegend(offset=(-6, 6), labelTextSize="8pt", verSpacing=-6)

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="batchlab-shots-") as tmp:
         run_file = Path(args.run_file) if args.run_file else run_small_sweep(Path(tmp))
-        from PySide6.QtCore import QSettings
+        from PySide6.QtCore import QSettings, Qt
+        from PySide6.QtGui import QImage
         from PySide6.QtTest import QTest
         from PySide6.QtWidgets import QApplication
 
@@ -89,8 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         shots["summary.png"] = window.grab()
         for name, pixmap in shots.items():
             path = out_dir / name
-            pixmap.save(str(path), "PNG")
-            print(f"{path} ({pixmap.width()}x{pixmap.height()}, {path.stat().st_size // 1024} KiB)")
+            # 256 colours keep the PNGs small enough for the repository; plots use few colours anyway.
+            dither = Qt.ImageConversionFlag.ThresholdDither
+            image = pixmap.toImage().convertToFormat(QImage.Format.Format_Indexed8, dither)
+            image.save(str(path), "PNG", 9)
+            print(f"{path} ({image.width()}x{image.height()}, {path.stat().st_size // 1024} KiB)")
         window.close()
     return 0
 
