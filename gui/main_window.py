@@ -244,11 +244,12 @@ class MainWindow(QMainWindow):
 
     def refresh(self) -> None:
         """Redraw whatever changed; driven by the timer while data arrives (one live plot per tick then)."""
-        if self.timer.isActive():
+        ticking = self.timer.isActive()
+        if ticking:
             self.live.refresh(max_plots=1, min_interval_s=LIVE_PLOT_INTERVAL_S)
         else:
             self.live.refresh()
-        self.summary.refresh()
+        self.summary.refresh(force=not ticking)
         self.table.runs_model.refresh()
         self._update_progress()
 

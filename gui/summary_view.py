@@ -81,7 +81,14 @@ class SummaryView(QWidget):
         self._drawn.clear()
         self.refresh()
 
-    def refresh(self) -> None:
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = True) -> None:
+        """Redraw if a run started or ended since the last draw; with force=False only while visible."""
+        if not force and not self.isVisible():
+            return  # a hidden tab is drawn when it is shown: no work on the GUI thread mid-sweep
         versions = {s: d.summary_version for s, d in self.sources.items()}
         if versions == self._drawn:
             return
