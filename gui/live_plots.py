@@ -123,6 +123,16 @@ class LivePlots(QWidget):
                     self._next_plot = (PLOT_ORDER.index(plot_id) + 1) % len(PLOT_ORDER)
                     return
 
+    def has_pending(self) -> bool:
+        """True while some plot has data it has not drawn yet."""
+        for plot_id in PLOT_ORDER:
+            table = PLOT_TABLE[plot_id]
+            for source, data in self.sources.items():
+                for run in data.ordered_runs():
+                    if self._drawn.get((source, run.index, plot_id)) != run.table_version(table):
+                        return True
+        return False
+
     def _update_plot(self, plot_id: str) -> bool:
         """Bring one plot up to date; True if anything changed."""
         table = PLOT_TABLE[plot_id]

@@ -14,7 +14,6 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
-    QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -28,13 +27,14 @@ from PySide6.QtWidgets import (
 from core.progress import SweepProgress, format_duration
 from core.spec import SpecError
 from gui.actions import build_actions
-from gui.files import RecentFiles, RunFileFollower, export_plot
+from gui.files import RecentFiles, RunFileFollower
 from gui.live_plots import LivePlots
 from gui.plot_style import BatchColours, configure_pyqtgraph
 from gui.runs_table import RunsTable
 from gui.setup_panel import SetupPanel
 from gui.summary_view import SummaryView
 from gui.sweep_data import FAILED_STATUSES, SweepData
+from gui.window_files import FileActionsMixin
 from gui.worker import DeviceProbe, SweepWorker
 
 REFRESH_MS = 40  # 25 Hz refresh tick while data is arriving
@@ -43,10 +43,9 @@ REFRESH_MS = 40  # 25 Hz refresh tick while data is arriving
 LIVE_PLOT_INTERVAL_S = 1.0
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
-RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
 
 
-class MainWindow(QMainWindow):
+class MainWindow(FileActionsMixin, QMainWindow):
     """BatchLab's window. `settings` is injected so tests never touch the user's real settings."""
 
     def __init__(self, settings: QSettings, parent: QWidget | None = None):
@@ -63,6 +62,7 @@ class MainWindow(QMainWindow):
         self._sweep_t0 = 0.0
         self._problems = 0  # warnings and errors in the log panel
         self._worker_done = True
+        self._draining = False
         self.setWindowTitle("BatchLab")
         self._build_widgets()
         self.actions = build_actions(self)
@@ -167,6 +167,7 @@ class MainWindow(QMainWindow):
         self.worker.crashed.connect(lambda tb: self.show_error("The sweep stopped with an unexpected error", tb))
         self.worker.finished.connect(self._on_worker_finished)
         self._worker_done = False
+        self._draining = False
         self.log("info", f"starting {len(spec.runs())} runs -> {out} (checking data and starting TensorFlow)")
         self.status_label.setText("Checking data and model (starting TensorFlow in a child process)…")
         self.progress_bar.setValue(0)
@@ -219,8 +220,7 @@ class MainWindow(QMainWindow):
             return
         worker = self.worker
         self._worker_done = True
-        self.timer.stop()
-        self.refresh()
+        self._draining = True  # the timer stops once every plot has caught up, one plot per tick
         status = worker.status if worker is not None else None
         self.progress_bar.setVisible(False)
         self.eta_label.clear()
@@ -242,11 +242,18 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ showing data
 
-    def refresh(self) -> None:
-        """Redraw whatever changed; driven by the timer while data arrives (one live plot per tick then)."""
-        ticking = self.timer.isActive()
+    def refresh(self, full: bool = False) -> None:
+        """Redraw whatever changed; driven by the timer while data arrives (one live plot per tick then).
+
+        full=True redraws everything at once (after loading a file, or when a test wants it now).
+        """
+        ticking = self.timer.isActive() and not full
         if ticking:
             self.live.refresh(max_plots=1, min_interval_s=LIVE_PLOT_INTERVAL_S)
+            if self._draining and not self.live.has_pending():
+                self._draining = False
+                self.timer.stop()
+                ticking = False
         else:
             self.live.refresh()
         self.summary.refresh(force=not ticking)
@@ -320,72 +327,6 @@ class MainWindow(QMainWindow):
             self._problems += 1
             self.bottom.setTabText(1, f"Log ({self._problems})")
 
-    # ------------------------------------------------------------ files
-
-    def open_file(self, path: str | None = None) -> bool:
-        """Open a run file (finished or still being written) as the main sweep."""
-        if self.running:
-            return False
-        path = path or QFileDialog.getOpenFileName(self, "Open a run file", self._file_dir(), RUN_FILE_FILTER)[0]
-        if not path:
-            return False
-        try:
-            data = self.follower.open(path, Path(path).name)
-        except (SpecError, OSError) as e:
-            self.show_error("Cannot open the run file", str(e))
-            return False
-        self.progress = None
-        self._show_sweep(data, "main")
-        self.recent.add(path)
-        self.actions.refresh_recent()
-        self.settings.setValue("files/open_dir", str(Path(path).parent))
-        self.status_label.setText(f"Opened {path} ({data.status}, {len(data.runs)} runs)")
-        return True
-
-    def open_compare(self, path: str | None = None) -> bool:
-        """Overlay a second sweep (its curves dashed) on the current one."""
-        path = path or QFileDialog.getOpenFileName(self, "Compare with", self._file_dir(), RUN_FILE_FILTER)[0]
-        if not path:
-            return False
-        try:
-            data = self.compare_follower.open(path, Path(path).name)
-        except (SpecError, OSError) as e:
-            self.show_error("Cannot open the run file", str(e))
-            return False
-        self._show_sweep(data, "compare")
-        self.recent.add(path)
-        self.actions.refresh_recent()
-        return True
-
-    def close_compare(self) -> None:
-        self.compare_follower.stop()
-        self._show_sweep(None, "compare")
-
-    def use_file_settings(self) -> None:
-        """Fill the setup panel from the open file's spec, to rerun or vary it."""
-        if self.data is not None and self.data.spec:
-            self.setup.set_values(dict(self.data.spec))
-            self.setup.new_output_name()
-
-    def export_table(self, path: str | None = None) -> None:
-        path = path or QFileDialog.getSaveFileName(self, "Export runs table", self._file_dir(), "CSV (*.csv)")[0]
-        if path:
-            self.table.export_csv(path if path.lower().endswith(".csv") else path + ".csv")
-
-    def export_plot(self, plot_id: str, path: str | None = None) -> None:
-        widget = {**self.live.plots, **{f"summary_{k}": v for k, v in self.summary.plots.items()}}[plot_id]
-        if path is None:
-            path, chosen = QFileDialog.getSaveFileName(
-                self, "Export plot", str(Path(self._file_dir()) / f"{plot_id}.png"), "PNG (*.png);;SVG (*.svg)"
-            )
-            if path and not Path(path).suffix:
-                path += ".svg" if "svg" in chosen.lower() else ".png"
-        if path:
-            export_plot(widget, path)
-
-    def _file_dir(self) -> str:
-        return str(self.settings.value("files/open_dir", self.setup.output_dir))
-
     # ------------------------------------------------------------ settings and closing
 
     def _restore_settings(self) -> None:
@@ -431,6 +372,7 @@ class MainWindow(QMainWindow):
             self.status_label.setText("Stopping the sweep and closing the run file…")
             self.worker.wait(STOP_WAIT_MS)
             self._on_worker_finished()
+            self.refresh(full=True)
         self.timer.stop()
         self.follower.stop()
         self.compare_follower.stop()

@@ -101,7 +101,7 @@ def tiny_sweep(qapp, tmp_path_factory):
     window.worker.events.connect(lambda batch: seen["batches"].append(len(batch)))
     wait_until(lambda: not window.running, timeout_s=240)
     wait_until(lambda: window.worker.isFinished(), timeout_s=10)
-    window.refresh()
+    window.refresh(full=True)
     import sys
 
     seen["tf_in_gui"] = "tensorflow" in sys.modules

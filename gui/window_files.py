@@ -1,0 +1,80 @@
+"""Run files in the main window: open (also while being written), compare, reuse settings, export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog
+
+from core.spec import SpecError
+from gui.files import export_plot as save_plot
+
+RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
+
+
+class FileActionsMixin:
+    """The File menu's actions; mixed into MainWindow, which provides the views, followers and settings."""
+
+    def open_file(self, path: str | None = None) -> bool:
+        """Open a run file (finished or still being written) as the main sweep."""
+        if self.running:
+            return False
+        path = path or QFileDialog.getOpenFileName(self, "Open a run file", self._file_dir(), RUN_FILE_FILTER)[0]
+        if not path:
+            return False
+        try:
+            data = self.follower.open(path, Path(path).name)
+        except (SpecError, OSError) as e:
+            self.show_error("Cannot open the run file", str(e))
+            return False
+        self.progress = None
+        self._show_sweep(data, "main")
+        self.recent.add(path)
+        self.actions.refresh_recent()
+        self.settings.setValue("files/open_dir", str(Path(path).parent))
+        self.status_label.setText(f"Opened {path} ({data.status}, {len(data.runs)} runs)")
+        return True
+
+    def open_compare(self, path: str | None = None) -> bool:
+        """Overlay a second sweep (its curves dashed) on the current one."""
+        path = path or QFileDialog.getOpenFileName(self, "Compare with", self._file_dir(), RUN_FILE_FILTER)[0]
+        if not path:
+            return False
+        try:
+            data = self.compare_follower.open(path, Path(path).name)
+        except (SpecError, OSError) as e:
+            self.show_error("Cannot open the run file", str(e))
+            return False
+        self._show_sweep(data, "compare")
+        self.recent.add(path)
+        self.actions.refresh_recent()
+        return True
+
+    def close_compare(self) -> None:
+        self.compare_follower.stop()
+        self._show_sweep(None, "compare")
+
+    def use_file_settings(self) -> None:
+        """Fill the setup panel from the open file's spec, to rerun or vary it."""
+        if self.data is not None and self.data.spec:
+            self.setup.set_values(dict(self.data.spec))
+            self.setup.new_output_name()
+
+    def export_table(self, path: str | None = None) -> None:
+        path = path or QFileDialog.getSaveFileName(self, "Export runs table", self._file_dir(), "CSV (*.csv)")[0]
+        if path:
+            self.table.export_csv(path if path.lower().endswith(".csv") else path + ".csv")
+
+    def export_plot(self, plot_id: str, path: str | None = None) -> None:
+        widget = {**self.live.plots, **{f"summary_{k}": v for k, v in self.summary.plots.items()}}[plot_id]
+        if path is None:
+            path, chosen = QFileDialog.getSaveFileName(
+                self, "Export plot", str(Path(self._file_dir()) / f"{plot_id}.png"), "PNG (*.png);;SVG (*.svg)"
+            )
+            if path and not Path(path).suffix:
+                path += ".svg" if "svg" in chosen.lower() else ".png"
+        if path:
+            save_plot(widget, path)
+
+    def _file_dir(self) -> str:
+        return str(self.settings.value("files/open_dir", self.setup.output_dir))
