@@ -164,6 +164,10 @@ class LivePlots(QWidget):
                 continue
             columns = run.steps if table == "steps" else run.epochs
             if not len(columns):
+                # Create a starting run's curves (and legend entries) before its data arrives, while
+                # the child is still loading TensorFlow, so the first data costs only a setData.
+                if run.status == "running" and y_col not in MEMORY_SERIES:
+                    self._curve(source, run, series, plot_id, symbol, style, named)
                 continue
             x = np.asarray(columns[x_col], dtype=float)
             y = np.asarray(columns[y_col], dtype=float)

@@ -172,6 +172,7 @@ class SweepData:
         run.steps_per_epoch = e.get("steps_per_epoch")
         run.epochs_planned = e.get("epochs")
         self.current_run = run.index
+        run.steps_version = run.epochs_version = next_version()  # plots make the run's curves now
         run.touch()
         self.summary_version = next_version()
 
