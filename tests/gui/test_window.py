@@ -162,3 +162,14 @@ def test_settings_keep_geometry_splitters_and_last_spec(qtbot, tmp_path, monkeyp
     assert second.size() == first.size()
     assert second.splitter.sizes() == sizes
     second.close()
+
+
+def test_device_probe_fills_the_device_list_from_a_child_process(main_window):
+    """The real probe: a child imports TensorFlow and reports its devices; the window stays TF-free."""
+    from tests.gui.conftest import wait_until
+
+    w = main_window
+    w.start_device_probe()
+    wait_until(lambda: w.setup.device.findData("cpu") >= 0 and "—" in w.setup.device.itemText(1), timeout_s=120)
+    assert w.setup.device.itemData(0) == "auto"
+    assert "logical cores" in w.setup.device.itemText(w.setup.device.findData("cpu"))
