@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 HEARTBEAT_MS = 10
 STALL_TARGET_MS = 50.0
 THROUGHPUT_TARGET = 0.95
-DEFAULT_SPEC = "preset=mnist-cnn,samples=4096,val_samples=512,epochs=3,batch_sizes=32 128 512,device=cpu"
+DEFAULT_SPEC = "preset=mnist-cnn,samples=4096,val_samples=512,epochs=6,batch_sizes=32 128 512,device=cpu"
 
 
 def parse_spec(text: str) -> dict[str, str]:
@@ -36,6 +37,12 @@ def throughputs(path: Path) -> dict[int, float]:
     from core.report import read_run_file
 
     return {r.batch_size: r.samples_per_s for r in read_run_file(path).runs if r.status == "ok"}
+
+
+def parent_cpu_seconds() -> float:
+    """User + system CPU time of this (parent) process so far, all threads, children excluded."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def headless(values: dict[str, str], out: Path) -> float:
@@ -98,12 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", default=DEFAULT_SPEC, help=f"comma-separated field=value (default {DEFAULT_SPEC})")
     parser.add_argument("--repeat", type=int, default=2, help="pairs of sweeps, order alternating (default 2)")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="noise floor: run headless against headless (the 'window' column is a second headless sweep)",
+    )
     args = parser.parse_args(argv)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     values = parse_spec(args.spec)
     gaps: list[float] = []
     times = {"window": [], "headless": []}
+    cpu = {"window": [], "headless": []}
     tps: dict[str, dict[int, list[float]]] = {"window": {}, "headless": {}}
     with tempfile.TemporaryDirectory(prefix="batchlab-bench-") as tmp:
         tmp = Path(tmp)
@@ -111,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             # alternate the order (W H, H W, ...) so warm-up and machine drift do not favour one side
             for mode in ("window", "headless") if i % 2 == 0 else ("headless", "window"):
                 out = tmp / f"{mode}-{i}.h5"
-                if mode == "window":
+                cpu0 = parent_cpu_seconds()
+                if mode == "window" and not args.control:
                     seconds, run_gaps = with_window(values, out, tmp)
                     gaps += run_gaps
                 else:
                     seconds = headless(values, out)
                 times[mode].append(seconds)
+                cpu[mode].append(parent_cpu_seconds() - cpu0)
                 for batch, value in throughputs(out).items():
                     tps[mode].setdefault(batch, []).append(value)
     window_tp = {b: statistics.median(v) for b, v in tps["window"].items()}
@@ -127,10 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     p99 = stalls[int(0.99 * (len(stalls) - 1))] if stalls else float("nan")
     platform = os.environ.get("QT_QPA_PLATFORM") or "xcb"
     print(f"spec: {args.spec}   platform: {platform}   {args.repeat} sweeps each way, medians")
-    print(f"GUI thread during the sweep: {len(gaps)} heartbeats of {HEARTBEAT_MS} ms; worst stall {worst:.1f} ms, "
-          f"p99 {p99:.1f} ms, median gap {statistics.median(gaps):.1f} ms  (target < {STALL_TARGET_MS:.0f} ms: "
-          f"{'OK' if worst < STALL_TARGET_MS else 'MISSED'})")  # fmt: skip
+    if gaps:
+        print(f"GUI thread during the sweep: {len(gaps)} heartbeats of {HEARTBEAT_MS} ms; worst stall {worst:.1f} ms, "
+              f"p99 {p99:.1f} ms, median gap {statistics.median(gaps):.1f} ms  (target < {STALL_TARGET_MS:.0f} ms: "
+              f"{'OK' if worst < STALL_TARGET_MS else 'MISSED'})")  # fmt: skip
+    else:
+        print("control run: both columns are headless sweeps; their ratios show the noise floor")
     print(f"sweep wall time (median): window {t_window:.1f} s, headless {t_headless:.1f} s")
+    c_window, c_headless = statistics.median(cpu["window"]), statistics.median(cpu["headless"])
+    print(
+        f"parent-process CPU per sweep (median): window {c_window:.1f} s ({100 * c_window / t_window:.0f}% of a core), "
+        f"headless {c_headless:.1f} s ({100 * c_headless / t_headless:.0f}% of a core)"
+    )
     print(f"{'batch':>6} {'headless samples/s':>19} {'window samples/s':>17} {'window/headless':>16}")
     ratios = []
     for batch in sorted(headless_tp):
