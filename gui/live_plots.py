@@ -13,9 +13,9 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
-from gui.plot_style import MIB, SOURCE_LABELS, BatchColours, make_plot, run_brush, run_pen
+from gui.plot_style import MIB, SOURCE_LABELS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
 from gui.sweep_data import RunData, SweepData
 
 RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
@@ -63,14 +63,11 @@ class LivePlots(QWidget):
     def __init__(self, colours: BatchColours, parent: QWidget | None = None):
         super().__init__(parent)
         self.colours = colours
-        self.plots: dict[str, pg.PlotWidget] = {}
-        layout = QGridLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.setSpacing(4)
-        for i, (plot_id, (title, xl, xu, yl, yu)) in enumerate(PLOTS.items()):
-            widget = make_plot(title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split")
-            self.plots[plot_id] = widget
-            layout.addWidget(widget, i // 3, i % 3)
+        self.plots: dict[str, pg.PlotWidget] = {
+            plot_id: make_plot(title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split")
+            for plot_id, (title, xl, xu, yl, yu) in PLOTS.items()
+        }
+        lay_out_grid(self, self.plots, columns=3)
         self.sources: dict[str, SweepData] = {}
         self._curves: dict[tuple[str, int, str], pg.PlotDataItem] = {}
         self._drawn: dict[tuple[str, int, str], int] = {}  # (source, run, plot) -> table version drawn

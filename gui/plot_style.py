@@ -7,6 +7,7 @@ import math
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QGridLayout, QWidget
 
 # Colour-blind-friendly qualitative palette (Okabe-Ito, then Tableau for more batch sizes).
 PALETTE = (
@@ -131,3 +132,12 @@ def make_plot(title: str, x_label: str, x_units: str | None, y_label: str, y_uni
         item.getAxis("left").enableAutoSIPrefix(False)
     widget.setMinimumSize(220, 160)
     return widget
+
+
+def lay_out_grid(parent: QWidget, widgets: dict[str, pg.PlotWidget], columns: int) -> None:
+    """Put the plots in a tight grid on `parent`, row by row, in the dict's order."""
+    layout = QGridLayout(parent)
+    layout.setContentsMargins(2, 2, 2, 2)
+    layout.setSpacing(4)
+    for i, widget in enumerate(widgets.values()):
+        layout.addWidget(widget, i // columns, i % columns)

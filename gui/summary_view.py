@@ -11,9 +11,9 @@ from collections import defaultdict
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
-from gui.plot_style import MIB, STATUS_MARKS, BatchColours, make_plot, run_brush, run_pen
+from gui.plot_style import MIB, STATUS_MARKS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
 from gui.sweep_data import RunData, SweepData
 
 METRICS = {
@@ -50,14 +50,11 @@ class SummaryView(QWidget):
         super().__init__(parent)
         self.colours = colours
         self.plots: dict[str, pg.PlotWidget] = {}
-        layout = QGridLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.setSpacing(4)
-        for i, (metric, (title, yl, yu)) in enumerate(METRICS.items()):
+        for metric, (title, yl, yu) in METRICS.items():
             widget = make_plot(title, "batch size", None, yl, yu, log2_x=True)
             widget.getPlotItem().getViewBox().setDefaultPadding(0.08)  # markers at the ends stay whole
             self.plots[metric] = widget
-            layout.addWidget(widget, i // 2, i % 2)
+        lay_out_grid(self, self.plots, columns=2)
         self.sources: dict[str, SweepData] = {}
         self.selection: set[tuple[str, int]] = set()
         self._items: dict[str, list[pg.GraphicsObject]] = defaultdict(list)
