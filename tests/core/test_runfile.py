@@ -29,7 +29,7 @@ from core.events import (
     make_event,
 )
 from core.report import format_table, read_run_file, status_if_writer_gone, summary_rows
-from core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
+from core.runfile import FORMAT, FORMAT_VERSION, STEP_CHUNK, RunFileError, RunFileWriter
 from core.spec import SpecError, SweepSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -206,7 +206,7 @@ def test_file_explains_itself_to_plain_h5py(tmp_path):
     path = write(tmp_path / "sweep.h5", full_sweep())
     with h5py.File(path, "r") as f:
         run = f["runs/run_000"]
-        for table, columns, chunk in (("steps", STEP_COLUMNS, 4096), ("epochs", EPOCH_COLUMNS, 64)):
+        for table, columns, chunk in (("steps", STEP_COLUMNS, STEP_CHUNK), ("epochs", EPOCH_COLUMNS, 64)):
             group = run[table]
             assert [str(n) for n in group.attrs["columns"]] == [c.name for c in columns]
             for c in columns:
