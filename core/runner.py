@@ -232,17 +232,18 @@ def run_sweep(
     from core.runfile import RunFileWriter
 
     runner = runner or SweepRunner(spec)
-    if overwrite:
-        # Check everything before the old file is replaced: a failed check must not cost it.
+
+    def check() -> None:
         if on_preflight is not None:
             on_preflight()
         runner.preflight()
+
+    if overwrite:
+        check()  # before the old file is replaced: a failed check must not cost it
     writer = RunFileWriter(out_path, overwrite=overwrite)
     try:
         if not overwrite:
-            if on_preflight is not None:
-                on_preflight()
-            runner.preflight()
+            check()  # after the writer's cheap path checks, so a bad --out fails at once
     except BaseException:
         writer.close()
         Path(out_path).unlink(missing_ok=True)

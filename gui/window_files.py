@@ -22,10 +22,8 @@ class FileActionsMixin:
         path = path or QFileDialog.getOpenFileName(self, "Open a run file", self._file_dir(), RUN_FILE_FILTER)[0]
         if not path:
             return False
-        try:
-            data = self.follower.open(path, Path(path).name)
-        except (SpecError, OSError) as e:
-            self.show_error("Cannot open the run file", str(e))
+        data = self._read_run_file(self.follower, path)
+        if data is None:
             return False
         self.progress = None
         self._show_sweep(data, "main")
@@ -35,15 +33,21 @@ class FileActionsMixin:
         self.status_label.setText(f"Opened {path} ({data.status}, {len(data.runs)} runs)")
         return True
 
+    def _read_run_file(self, follower, path: str):
+        """Read a run file through a follower; None (after an error dialog) when it cannot be read."""
+        try:
+            return follower.open(path, Path(path).name)
+        except (SpecError, OSError) as e:
+            self.show_error("Cannot open the run file", str(e))
+            return None
+
     def open_compare(self, path: str | None = None) -> bool:
         """Overlay a second sweep (its curves dashed) on the current one."""
         path = path or QFileDialog.getOpenFileName(self, "Compare with", self._file_dir(), RUN_FILE_FILTER)[0]
         if not path:
             return False
-        try:
-            data = self.compare_follower.open(path, Path(path).name)
-        except (SpecError, OSError) as e:
-            self.show_error("Cannot open the run file", str(e))
+        data = self._read_run_file(self.compare_follower, path)
+        if data is None:
             return False
         self._show_sweep(data, "compare")
         self.recent.add(path)
