@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPlainTextEdit,
     QProgressBar,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QWidget,
@@ -41,6 +42,7 @@ REFRESH_MS = 80  # 12.5 Hz refresh tick while data is arriving: one plot per tic
 # Each live plot repaints at most this often during a sweep: the child sends steps every 0.25 s,
 # and on a 2-core machine every repaint is time taken from TensorFlow's two threads.
 LIVE_PLOT_INTERVAL_S = 1.0
+TABLE_INTERVAL_S = 1.0  # a running run's numbers in the table change at most this often
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
 
@@ -63,6 +65,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._problems = 0  # warnings and errors in the log panel
         self._worker_done = True
         self._draining = False
+        self._ticks = 0
         self.setWindowTitle("BatchLab")
         self._build_widgets()
         self.actions = build_actions(self)
@@ -117,6 +120,10 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.progress_bar.setTextVisible(True)
         self.progress_bar.setVisible(False)
         self.eta_label = QLabel()
+        # Fixed widths: a label whose text changes size re-lays out the status bar on every tick.
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.status_label.setMinimumWidth(200)
+        self.eta_label.setFixedWidth(self.eta_label.fontMetrics().horizontalAdvance("ETA 00:00:00 ") + 8)
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addPermanentWidget(self.progress_bar)
         self.statusBar().addPermanentWidget(self.eta_label)
@@ -243,21 +250,29 @@ class MainWindow(FileActionsMixin, QMainWindow):
     # ------------------------------------------------------------ showing data
 
     def refresh(self, full: bool = False) -> None:
-        """Redraw whatever changed; driven by the timer while data arrives (one live plot per tick then).
+        """Redraw whatever changed; driven by the timer while data arrives.
 
-        full=True redraws everything at once (after loading a file, or when a test wants it now).
+        Ticks alternate between one live plot and the rest (summary, runs table, status bar), so
+        that one tick's work plus the repaint it causes stays short and the GUI thread answers the
+        user in between. full=True redraws everything at once (after loading a file, at the end of
+        a sweep, or when a test wants it now).
         """
-        ticking = self.timer.isActive() and not full
-        if ticking:
-            self.live.refresh(max_plots=1, min_interval_s=LIVE_PLOT_INTERVAL_S)
-            if self._draining and not self.live.has_pending():
-                self._draining = False
+        if self.timer.isActive() and not full:
+            self._ticks += 1
+            if self._ticks % 2:
+                self.live.refresh(max_plots=1, min_interval_s=LIVE_PLOT_INTERVAL_S)
+                if not (self._draining and not self.live.has_pending()):
+                    return
+                self._draining = False  # every plot has caught up: one last full refresh
                 self.timer.stop()
-                ticking = False
-        else:
-            self.live.refresh()
-        self.summary.refresh(force=not ticking)
-        self.table.runs_model.refresh()
+            else:
+                self.summary.refresh(force=False)
+                self.table.refresh(min_interval_s=TABLE_INTERVAL_S)
+                self._update_progress()
+                return
+        self.live.refresh()
+        self.summary.refresh(force=True)
+        self.table.refresh()
         self._update_progress()
 
     def _update_progress(self) -> None:

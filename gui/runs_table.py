@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
@@ -53,6 +54,8 @@ class RunsModel(QAbstractTableModel):
         self.sources: dict[str, SweepData] = {}
         self._rows: list[tuple[str, RunData]] = []
         self._versions: list[int] = []
+        self._statuses: list[str] = []
+        self._last_values_update = -math.inf
 
     def set_source(self, source: str, data: SweepData | None) -> None:
         if data is None:
@@ -61,7 +64,12 @@ class RunsModel(QAbstractTableModel):
             self.sources[source] = data
         self.refresh(force=True)
 
-    def refresh(self, force: bool = False) -> None:
+    def refresh(self, force: bool = False, min_interval_s: float = 0.0) -> bool:
+        """Show what changed; True if a row's status changed (rows coming or going reset the model).
+
+        A running run's numbers change with every batch of steps; they are shown at most every
+        min_interval_s (each update re-sorts and repaints the table), while status changes always are.
+        """
         rows = [(s, r) for s in sorted(self.sources) for r in self.sources[s].ordered_runs()]
         if (
             force
@@ -71,12 +79,23 @@ class RunsModel(QAbstractTableModel):
             self.beginResetModel()
             self._rows = rows
             self._versions = [r.version for _, r in rows]
+            self._statuses = [r.status for _, r in rows]
             self.endResetModel()
-            return
+            return False
+        now = time.monotonic()
+        values_due = now - self._last_values_update >= min_interval_s
+        status_changed = False
         for i, (_s, run) in enumerate(self._rows):
-            if self._versions[i] != run.version:
-                self._versions[i] = run.version
-                self.dataChanged.emit(self.index(i, 0), self.index(i, len(COLUMNS) - 1))
+            if self._versions[i] == run.version:
+                continue
+            if self._statuses[i] != run.status:
+                status_changed = True
+            elif not values_due:
+                continue
+            self._versions[i], self._statuses[i] = run.version, run.status
+            self._last_values_update = now
+            self.dataChanged.emit(self.index(i, 0), self.index(i, len(COLUMNS) - 1))
+        return status_changed
 
     def _label(self, source: str) -> str:
         data = self.sources.get(source)
@@ -148,10 +167,18 @@ class RunsTable(QTableView):
         self.setAlternatingRowColors(True)
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(22)
-        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # Sized to the contents when rows come or a run ends, not on every change: ResizeToContents
+        # would measure every cell each time a running row's numbers change (up to 12 ms a time).
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.horizontalHeader().setStretchLastSection(True)
         self.selectionModel().selectionChanged.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self._emit_selection)
+        self.runs_model.modelReset.connect(self.resizeColumnsToContents)
+
+    def refresh(self, min_interval_s: float = 0.0) -> None:
+        """Bring the rows up to date (see RunsModel.refresh); re-fit the columns when a run ended."""
+        if self.runs_model.refresh(min_interval_s=min_interval_s):
+            self.resizeColumnsToContents()
 
     def selected_keys(self) -> set[RunKey]:
         rows = {self.proxy.mapToSource(i).row() for i in self.selectionModel().selectedRows()}
