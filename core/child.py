@@ -148,8 +148,11 @@ def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True) 
         conn.close()
 
 
-def run_main(run_dict: dict, conn, stop_event, log_path: str | None) -> None:
-    """Train one run and stream its events to the parent."""
+def run_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: int = 0) -> None:
+    """Train one run and stream its events to the parent, `niceness` below the parent's CPU priority."""
+    if niceness > 0:
+        # Before TensorFlow starts any thread: on Linux the nice value is per thread and inherited.
+        os.nice(niceness)
     # Ctrl-C reaches the whole process group; the parent decides, and tells us through stop_event.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)

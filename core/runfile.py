@@ -313,7 +313,7 @@ class RunFileWriter:
         if index is None:
             return
         attrs = self._run_group(index).attrs
-        for key in ("batch_size", "seed"):
+        for key in ("batch_size", "seed", "nice"):
             if event.get(key) is not None:
                 attrs[key] = _int_or(event[key])
         attrs.update(

@@ -51,8 +51,11 @@ def _death_message(exitcode: int | None, log_path: Path) -> str:
 class SweepRunner:
     """Runs a validated spec, one child process per run; thread-safe `stop()`."""
 
-    def __init__(self, spec: SweepSpec, log_dir: str | os.PathLike | None = None):
+    def __init__(self, spec: SweepSpec, log_dir: str | os.PathLike | None = None, niceness: int = 0):
+        """niceness > 0 starts each training child that much below this process's CPU priority (the
+        window uses it so that its GUI thread is never queued behind TensorFlow's threads)."""
         self.spec = spec
+        self.niceness = max(0, int(niceness))
         self.environment: dict[str, Any] | None = None
         self._ctx = multiprocessing.get_context("spawn")
         self._stop = threading.Event()
@@ -131,7 +134,7 @@ class SweepRunner:
         child_stop = self._ctx.Event()
         child = self._ctx.Process(
             target=run_main,
-            args=(run.to_dict(), sender, child_stop, str(log_path)),
+            args=(run.to_dict(), sender, child_stop, str(log_path), self.niceness),
             daemon=True,
             name=f"batchlab-run-{run.index}",
         )

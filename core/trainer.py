@@ -150,6 +150,7 @@ def train_run(
             batch_size=run.batch_size,
             seed=run.seed,
             pid=os.getpid(),
+            nice=os.getpriority(os.PRIO_PROCESS, 0),
             device=device_name,
             steps_per_epoch=steps_per_epoch,
             epochs=spec.epochs,
