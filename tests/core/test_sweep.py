@@ -49,6 +49,7 @@ def test_tiny_sweep_writes_a_complete_self_describing_file(tmp_path):
     assert record.environment["tensorflow_version"]
     assert [r.status for r in record.runs] == ["ok", "ok"]
     small, big = record.runs
+    assert small.attrs["nice"] == os.getpriority(os.PRIO_PROCESS, 0)  # the CLI's children run at its priority
     # every step is recorded: 256 samples / 32 = 8 steps per epoch, 2 epochs
     assert small.steps["step"].tolist() == list(range(16))
     assert small.steps["epoch"].tolist() == [0] * 8 + [1] * 8
@@ -108,7 +109,7 @@ def test_divergence_is_recorded_with_the_step_where_it_happened(tmp_path):
 
 def test_a_killed_child_is_recorded_as_crashed_then_stop_interrupts_cleanly(tmp_path):
     spec = build_spec({**TINY, "samples": 2048, "epochs": 3, "batch_sizes": "8,16,32", "val_samples": 0})
-    runner = SweepRunner(spec)
+    runner = SweepRunner(spec, niceness=3)  # as the window starts them: below its own CPU priority
     out = tmp_path / "crash.h5"
     seen = {}
 
@@ -129,6 +130,7 @@ def test_a_killed_child_is_recorded_as_crashed_then_stop_interrupts_cleanly(tmp_
     crashed, interrupted, pending = record.runs
     assert crashed.status == "crashed" and "SIGKILL" in crashed.message
     assert interrupted.status == "interrupted"
+    assert interrupted.attrs["nice"] == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
     assert len(interrupted.steps["loss"]) > 0  # what was measured before the stop is kept
     assert pending.status == "pending"
 

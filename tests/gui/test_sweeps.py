@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from PySide6.QtWidgets import QMessageBox
 
 from core.report import read_run_file
+from gui.worker import TRAINING_NICENESS
 from tests.gui.conftest import TINY, wait_until
 
 
@@ -15,6 +18,9 @@ def test_tiny_sweep_runs_from_the_window_and_fills_curves_and_table(tiny_sweep):
     record = read_run_file(out)
     assert record.status == "complete"
     assert [(r.batch_size, r.status) for r in record.runs] == [(64, "ok"), (128, "ok")]
+    # the training children ran below the window's CPU priority, so painting is not queued behind them
+    expected_nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + TRAINING_NICENESS)
+    assert [r.attrs["nice"] for r in record.runs] == [expected_nice, expected_nice]
     # every plot has one curve per run, filled with what the file holds
     for plot_id in ("loss_step", "loss_time", "loss_epoch", "throughput", "memory"):
         assert window.live.curve_count(plot_id) >= 2, plot_id

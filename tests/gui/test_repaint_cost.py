@@ -1,0 +1,87 @@
+"""What keeps the GUI thread short during a sweep: a cheap grid, a throttled table, alternating ticks."""
+
+from __future__ import annotations
+
+from gui.plot_style import TickGrid
+from gui.runs_table import RunsModel
+from gui.sweep_data import SweepData
+from tests.gui.synthetic import sweep_events
+
+
+def _grids(plot_widget):
+    return [i for i in plot_widget.getPlotItem().items if isinstance(i, TickGrid)]
+
+
+def test_every_plot_draws_its_grid_at_the_axis_ticks_without_pyqtgraphs_costly_axis_grid(main_window, qtbot):
+    w = main_window
+    w._show_sweep(_loaded(), "main")
+    qtbot.wait(50)
+    plots = {**w.live.plots, **{f"summary:{k}": v for k, v in w.summary.plots.items()}}
+    for name, widget in plots.items():
+        item = widget.getPlotItem()
+        assert len(_grids(widget)) == 1, name
+        assert item.getAxis("bottom").grid is False and item.getAxis("left").grid is False, name
+    # the grid lines sit at the axis's own major ticks, across the whole view
+    widget = w.live.plots["loss_step"]
+    grid = _grids(widget)[0]
+    view = widget.getPlotItem().vb
+    rect = view.viewRect()
+    major_x = grid.plot_item.getAxis("bottom").tickValues(rect.left(), rect.right(), view.size().width())[0][1]
+    lines = [line for group in grid.lines().values() for line in group]
+    vertical = sorted(line.x1() for line in lines if line.x1() == line.x2())
+    assert len(major_x) >= 2 and set(major_x) <= set(vertical)
+    assert all(line.y1() == rect.top() and line.y2() == rect.bottom() for line in lines if line.x1() == line.x2())
+    # the grid never widens the auto-range: the view still fits the curves alone
+    xs = [c.xData for c in widget.getPlotItem().listDataItems() if c.xData is not None and len(c.xData)]
+    x_min, x_max = min(float(x.min()) for x in xs), max(float(x.max()) for x in xs)
+    pad = 0.1 * (x_max - x_min) + 1e-9  # pyqtgraph's own padding is at most 10% a side
+    assert grid not in view.addedItems  # the items auto-range looks at
+    assert x_min - pad <= rect.left() <= x_min and x_max <= rect.right() <= x_max + pad
+
+
+def _loaded() -> SweepData:
+    data = SweepData(label="synthetic")
+    for event in sweep_events(batch_sizes=(16, 64)):
+        data.handle(event)
+    return data
+
+
+def test_a_running_rows_numbers_are_throttled_but_status_changes_show_at_once(qapp):
+    data = SweepData()
+    events = list(sweep_events(batch_sizes=(16,), epochs=3))
+    first_steps = next(i for i, e in enumerate(events) if e["type"] == "steps")
+    for event in events[: first_steps + 1]:
+        data.handle(event)
+    model = RunsModel(colours=None)
+    model.set_source("main", data)
+    changed = []
+    model.dataChanged.connect(lambda a, b: changed.append(a.row()))
+    model.refresh(min_interval_s=0.0)  # nothing changed since set_source
+    assert changed == []
+    rest = [e for e in events[first_steps + 1 :] if e["type"] == "steps"]
+    data.handle(rest[0])
+    assert model.refresh(min_interval_s=0.0) is False and changed == [0]  # numbers due: shown
+    data.handle(rest[1])
+    assert model.refresh(min_interval_s=3600.0) is False and changed == [0]  # numbers not due: held back
+    data.handle(next(e for e in events if e["type"] == "run_ended"))
+    assert model.refresh(min_interval_s=3600.0) is True and changed == [0, 0]  # a run ended: shown at once
+    status_column = 2
+    assert model.data(model.index(0, status_column)) == "ok"
+
+
+def test_ticks_alternate_between_one_plot_and_the_table(main_window, monkeypatch):
+    w, ticks = main_window, 6
+    calls = []
+    monkeypatch.setattr(w.live, "refresh", lambda **k: calls.append(("plot", k.get("max_plots"))))
+    monkeypatch.setattr(w.table, "refresh", lambda **k: calls.append(("table", None)))
+    w.data = _loaded()
+    w.timer.start()
+    try:
+        for _ in range(ticks):
+            before = len(calls)
+            w.refresh()
+            assert len(calls) == before + 1  # one unit of work per tick
+    finally:
+        w.timer.stop()
+    assert [c[0] for c in calls] == ["plot", "table"] * (ticks // 2)
+    assert all(limit == 1 for kind, limit in calls if kind == "plot")
