@@ -278,7 +278,8 @@ class LivePlots(QWidget):
         dimmed = bool(self.selection) and key not in self.selection
         highlighted = key in self.selection
         compare = key[0] == "compare"
-        pen = run_pen(colour, compare=compare, dimmed=dimmed, highlighted=highlighted, style=curve.pen_style)
+        thin = curve.opts.get("symbol") is None  # the step curves: many points, drawn on Qt's fast path
+        pen = run_pen(colour, compare=compare, dimmed=dimmed, highlighted=highlighted, style=curve.pen_style, thin=thin)
         curve.setPen(pen)
         curve.setSymbolPen(pen)
         curve.setSymbolBrush(run_brush(colour, dimmed=dimmed))

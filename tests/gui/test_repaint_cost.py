@@ -85,3 +85,19 @@ def test_ticks_alternate_between_one_plot_and_the_table(main_window, monkeypatch
         w.timer.stop()
     assert [c[0] for c in calls] == ["plot", "table"] * (ticks // 2)
     assert all(limit == 1 for kind, limit in calls if kind == "plot")
+
+
+def test_step_curves_use_one_pixel_pens_and_epoch_curves_keep_theirs(main_window):
+    """1-pixel lines are Qt's fast raster path: a step plot repaint costs ~2 ms instead of ~5 ms."""
+    w = main_window
+    w._show_sweep(_loaded(), "main")
+    w.refresh(full=True)
+    for plot_id, expected in (("loss_step", 1.0), ("loss_time", 1.0), ("loss_epoch", 1.6)):
+        widths = {c.opts["pen"].widthF() for c in w.live.plots[plot_id].getPlotItem().listDataItems()}
+        assert widths == {expected}, plot_id
+    # a selected run still stands out on the step plots
+    key = ("main", 0)
+    w.live.set_selection({key})
+    selected = w.live._curves[("main", 0, "loss_step")].opts["pen"].widthF()
+    other = w.live._curves[("main", 1, "loss_step")].opts["pen"]
+    assert selected > 1.0 and other.color().alpha() < 255
