@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     tps: dict[str, dict[int, list[float]]] = {m: {} for m in modes}
     paired: dict[str, dict[int, list[float]]] = {"window": {}, "probed": {}}  # X/headless within a round
-    worst_gaps: list[tuple[float, float, float, float, float]] = []  # (gap ms, on-CPU, queued, start, end)
+    worst_gaps: list[tuple] = []  # (gap ms, on-CPU, queued, start, end, sweep start)
     ticks: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="batchlab-bench-") as tmp:
         tmp = Path(tmp)
@@ -245,10 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         f"window/headless, median of paired ratios: mean over batch sizes {statistics.fmean(ratios):.3f}, "
         f"min {min(ratios):.3f} (target >= {THROUGHPUT_TARGET}: {verdict})"
     )
-    for gap, on_cpu, queued, start, end in worst_gaps:
+    for gap, on_cpu, queued, start, end, sweep_start in worst_gaps:
         inside = [(b - a) * 1000 for a, b in ticks if a < end and b > start]
         print(
-            f"gap {gap:5.1f} ms: GUI thread ran {on_cpu:5.1f} ms, queued for a CPU {queued:5.1f} ms, "
+            f"gap {gap:5.1f} ms, {start - sweep_start:5.1f} s into the sweep: GUI thread ran {on_cpu:5.1f} ms, "
+            f"queued for a CPU {queued:5.1f} ms, "
             f"asleep (the {HEARTBEAT_MS} ms interval, GIL) {gap - on_cpu - queued:5.1f} ms; refresh ticks inside: "
             + (", ".join(f"{t:.1f} ms" for t in inside) or "none")
         )
@@ -256,11 +257,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def explain_gaps(beats: list) -> list[tuple[float, float, float, float, float]]:
-    """(gap ms, ms on a CPU, ms queued, start, end) for each heartbeat gap with schedstat readings."""
+    """(gap ms, ms on a CPU, ms queued, start, end, sweep start) for each gap with schedstat readings."""
     out = []
     for (t0, s0), (t1, s1) in zip(beats, beats[1:], strict=False):
         if s0 is not None and s1 is not None:
-            out.append(((t1 - t0) * 1000, (s1[0] - s0[0]) / 1e6, (s1[1] - s0[1]) / 1e6, t0, t1))
+            out.append(((t1 - t0) * 1000, (s1[0] - s0[0]) / 1e6, (s1[1] - s0[1]) / 1e6, t0, t1, beats[0][0]))
     return out
 
 

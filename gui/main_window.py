@@ -6,6 +6,7 @@ timer redraws what changed. Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import time
@@ -179,6 +180,11 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.status_label.setText("Checking data and model (starting TensorFlow in a child process)…")
         self.progress_bar.setValue(0)
         self.progress_bar.setVisible(True)
+        # Everything alive now (Qt wrappers, pyqtgraph items, modules: ~80k objects) lives through the
+        # sweep. Collect once, then freeze it, so that a full collection mid-sweep walks only what the
+        # sweep allocates: a full pass over all of it took 38 ms idle and ~90 ms while training ran.
+        gc.collect()
+        gc.freeze()
         self.worker.start()
         self.timer.start()
         self._update_actions()
@@ -227,6 +233,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
             return
         worker = self.worker
         self._worker_done = True
+        gc.unfreeze()  # what start_sweep froze may become garbage now (replaced curves, old data)
         self._draining = True  # the timer stops once every plot has caught up, one plot per tick
         status = worker.status if worker is not None else None
         self.progress_bar.setVisible(False)

@@ -98,9 +98,13 @@ def tiny_sweep(qapp, tmp_path_factory):
     seen = {"batches": [], "tf_in_gui": None}
     window.actions["run"].trigger()
     assert window.running, window.setup.errors
+    import gc
+
+    seen["frozen_during"] = gc.get_freeze_count()
     window.worker.events.connect(lambda batch: seen["batches"].append(len(batch)))
     wait_until(lambda: not window.running, timeout_s=240)
     wait_until(lambda: window.worker.isFinished(), timeout_s=10)
+    seen["frozen_after"] = gc.get_freeze_count()
     window.refresh(full=True)
     import sys
 
