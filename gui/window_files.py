@@ -19,40 +19,37 @@ class FileActionsMixin:
         """Open a run file (finished or still being written) as the main sweep."""
         if self.running:
             return False
-        path = path or QFileDialog.getOpenFileName(self, "Open a run file", self._file_dir(), RUN_FILE_FILTER)[0]
-        if not path:
-            return False
-        data = self._read_run_file(self.follower, path)
+        data, path = self._open_run_file(self.follower, "main", "Open a run file", path)
         if data is None:
             return False
         self.progress = None
-        self._show_sweep(data, "main")
-        self.recent.add(path)
-        self.actions.refresh_recent()
         self.settings.setValue("files/open_dir", str(Path(path).parent))
         self.status_label.setText(f"Opened {path} ({data.status}, {len(data.runs)} runs)")
         return True
 
-    def _read_run_file(self, follower, path: str):
-        """Read a run file through a follower; None (after an error dialog) when it cannot be read."""
-        try:
-            return follower.open(path, Path(path).name)
-        except (SpecError, OSError) as e:
-            self.show_error("Cannot open the run file", str(e))
-            return None
-
     def open_compare(self, path: str | None = None) -> bool:
         """Overlay a second sweep (its curves dashed) on the current one."""
-        path = path or QFileDialog.getOpenFileName(self, "Compare with", self._file_dir(), RUN_FILE_FILTER)[0]
+        data, _path = self._open_run_file(self.compare_follower, "compare", "Compare with", path)
+        return data is not None
+
+    def _open_run_file(self, follower, source: str, title: str, path: str | None):
+        """Ask for a path (unless given), read it through `follower` and show it as `source`.
+
+        Returns (data, path); data is None when the user cancelled or the file could not be read
+        (after an error dialog).
+        """
+        path = path or QFileDialog.getOpenFileName(self, title, self._file_dir(), RUN_FILE_FILTER)[0]
         if not path:
-            return False
-        data = self._read_run_file(self.compare_follower, path)
-        if data is None:
-            return False
-        self._show_sweep(data, "compare")
+            return None, path
+        try:
+            data = follower.open(path, Path(path).name)
+        except (SpecError, OSError) as e:
+            self.show_error("Cannot open the run file", str(e))
+            return None, path
+        self._show_sweep(data, source)
         self.recent.add(path)
         self.actions.refresh_recent()
-        return True
+        return data, path
 
     def close_compare(self) -> None:
         self.compare_follower.stop()
