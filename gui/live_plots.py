@@ -186,10 +186,13 @@ class LivePlots(QWidget):
             if named and legend_key not in self._legend_named:
                 self._legend_named.add(legend_key)
                 name = f"batch {run.batch_size}{SOURCE_LABELS[source]}"
-            # Step curves can hold many points: drawn without antialiasing, which costs several times more.
-            curve = pg.PlotDataItem(name=name, symbol=symbol, symbolSize=6, antialias=symbol is not None)
+            # Step curves (no symbols) can hold many points: drawn without antialiasing, which costs
+            # several times more, and with a thin pen (see run_pen).
+            many_points = symbol is None
+            curve = pg.PlotDataItem(name=name, symbol=symbol, symbolSize=6, antialias=not many_points)
             curve.run_key = (source, run.index)
             curve.pen_style = style
+            curve.many_points = many_points
             self.plots[plot_id].getPlotItem().addItem(curve)
             self._curves[key] = curve
             self._add_style_legend(series)
@@ -278,8 +281,14 @@ class LivePlots(QWidget):
         dimmed = bool(self.selection) and key not in self.selection
         highlighted = key in self.selection
         compare = key[0] == "compare"
-        thin = curve.opts.get("symbol") is None  # the step curves: many points, drawn on Qt's fast path
-        pen = run_pen(colour, compare=compare, dimmed=dimmed, highlighted=highlighted, style=curve.pen_style, thin=thin)
+        pen = run_pen(
+            colour,
+            compare=compare,
+            dimmed=dimmed,
+            highlighted=highlighted,
+            style=curve.pen_style,
+            thin=curve.many_points,
+        )
         curve.setPen(pen)
         curve.setSymbolPen(pen)
         curve.setSymbolBrush(run_brush(colour, dimmed=dimmed))
