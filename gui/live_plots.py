@@ -103,9 +103,9 @@ class LivePlots(QWidget):
     def refresh(self, max_plots: int | None = None, min_interval_s: float = 0.0) -> None:
         """Redraw plots whose runs changed since they were last drawn.
 
-        While a sweep runs the window passes max_plots=1 and a minimum interval: each 40 ms tick
-        then updates (and Qt repaints) at most one plot, round-robin, and no plot more often than
-        every min_interval_s. Repainting is what costs the training child its CPU on a small machine.
+        While a sweep runs the window passes max_plots=1 and a minimum interval: each of its plot
+        ticks then updates (and Qt repaints) at most one plot, round-robin, and no plot more often
+        than every min_interval_s. Repainting is what costs the training child its CPU on a small machine.
         """
         updated = 0
         now = time.monotonic()

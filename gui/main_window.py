@@ -39,7 +39,7 @@ from gui.sweep_data import FAILED_STATUSES, SweepData
 from gui.window_files import FileActionsMixin
 from gui.worker import DeviceProbe, SweepWorker
 
-REFRESH_MS = 80  # 12.5 Hz refresh tick while data is arriving: one plot per tick, so paints never pile up
+REFRESH_MS = 80  # 12.5 Hz tick while data arrives; ticks alternate one plot / the rest, so paints never pile up
 # Each live plot repaints at most this often during a sweep: the child sends steps every 0.25 s,
 # and on a 2-core machine every repaint is time taken from TensorFlow's two threads.
 LIVE_PLOT_INTERVAL_S = 1.0
