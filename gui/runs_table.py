@@ -173,12 +173,19 @@ class RunsTable(QTableView):
         self.horizontalHeader().setStretchLastSection(True)
         self.selectionModel().selectionChanged.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self._emit_selection)
-        self.runs_model.modelReset.connect(self.resizeColumnsToContents)
+        self.runs_model.modelReset.connect(self.fit_columns)
 
     def refresh(self, min_interval_s: float = 0.0) -> None:
         """Bring the rows up to date (see RunsModel.refresh); re-fit the columns when a run ended."""
         if self.runs_model.refresh(min_interval_s=min_interval_s):
-            self.resizeColumnsToContents()
+            self.fit_columns()
+
+    def fit_columns(self) -> None:
+        """Size the columns to their contents, the last one still filling the rest of the width."""
+        self.resizeColumnsToContents()
+        header = self.horizontalHeader()
+        header.setStretchLastSection(False)  # sizing to contents dropped the stretch; set it again
+        header.setStretchLastSection(True)
 
     def selected_keys(self) -> set[RunKey]:
         rows = {self.proxy.mapToSource(i).row() for i in self.selectionModel().selectedRows()}

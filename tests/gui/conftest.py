@@ -91,6 +91,7 @@ def tiny_sweep(qapp, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny_sweep")
     window = MainWindow(QSettings(str(folder / "settings.ini"), QSettings.Format.IniFormat))
+    window.resize(1440, 900)  # wide enough that the runs table's columns do not fill it by themselves
     window.show()
     out = str(folder / "tiny.h5")
     window.setup.set_values(TINY)

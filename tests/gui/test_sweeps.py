@@ -33,6 +33,10 @@ def test_tiny_sweep_runs_from_the_window_and_fills_curves_and_table(tiny_sweep):
     rows = model.rows_as_text()
     assert rows[0][:5] == ["sweep", "run", "status", "batch size", "seed"]
     assert [(r[2], r[3]) for r in rows[1:]] == [("ok", "64"), ("ok", "128")]
+    # columns fitted to their contents as runs ended, the last one still filling the table's width
+    header = window.table.horizontalHeader()
+    last = header.count() - 1
+    assert header.sectionPosition(last) + header.sectionSize(last) >= window.table.viewport().width() - 1
     assert float(rows[1][-1]) == record.runs[0].final_loss
     # events came in batches, the setup is usable again, the file is in the recent list
     assert seen["batches"] and min(seen["batches"]) >= 1  # events arrive as lists, never empty
