@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from core.progress import SweepProgress, format_duration
 from core.spec import SpecError
 from gui.actions import build_actions
+from gui.cpu_budget import CpuBudget
 from gui.files import RecentFiles, RunFileFollower
 from gui.live_plots import LivePlots
 from gui.plot_style import BatchColours, configure_pyqtgraph
@@ -43,7 +44,14 @@ REFRESH_MS = 80  # 12.5 Hz tick while data arrives; ticks alternate one plot / t
 # Each live plot repaints at most this often during a sweep: the child sends steps every 0.25 s,
 # and on a 2-core machine every repaint is time taken from TensorFlow's two threads.
 LIVE_PLOT_INTERVAL_S = 1.0
+# ...and only while the GUI thread as a whole stays under this share of one core (see CpuBudget);
+# a plot repaints only when the budget allows, except one that has waited LIVE_PLOT_MAX_WAIT_S.
+# A repaint costs 1-2 ms on a desktop but 3-10 ms on a small shared VM, where this stretches the interval.
+GUI_CPU_SHARE = 0.03
+GUI_CPU_BURST_S = 0.05
+LIVE_PLOT_MAX_WAIT_S = 5.0
 TABLE_INTERVAL_S = 1.0  # a running run's numbers in the table change at most this often
+STATUS_INTERVAL_S = 0.5  # the progress bar, ETA and status text during a sweep
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
 
@@ -67,6 +75,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._worker_done = True
         self._draining = False
         self._ticks = 0
+        self._status_shown = 0.0  # when the status bar last showed the sweep's progress
         self.setWindowTitle("BatchLab")
         self._build_widgets()
         self.actions = build_actions(self)
@@ -77,6 +86,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
+        self.budget = CpuBudget(GUI_CPU_SHARE, GUI_CPU_BURST_S)
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self.refresh)
@@ -186,7 +196,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         gc.collect()
         gc.freeze()
         self.worker.start()
-        self.timer.start()
+        self._start_refreshing()
         self._update_actions()
         return True
 
@@ -256,18 +266,26 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     # ------------------------------------------------------------ showing data
 
+    def _start_refreshing(self) -> None:
+        self.budget.reset()
+        self.timer.start()
+
     def refresh(self, full: bool = False) -> None:
         """Redraw whatever changed; driven by the timer while data arrives.
 
         Ticks alternate between one live plot and the rest (summary, runs table, status bar), so
         that one tick's work plus the repaint it causes stays short and the GUI thread answers the
-        user in between. full=True redraws everything at once (after loading a file, at the end of
+        user in between. A plot tick repaints only while the GUI thread is within its CPU budget
+        (or for a plot that has waited LIVE_PLOT_MAX_WAIT_S): the rest of the CPU is training's.
+        full=True redraws everything at once (after loading a file, at the end of
         a sweep, or when a test wants it now).
         """
         if self.timer.isActive() and not full:
             self._ticks += 1
             if self._ticks % 2:
-                self.live.refresh(max_plots=1, min_interval_s=LIVE_PLOT_INTERVAL_S)
+                within = self._draining or self.budget.allow()  # draining: the sweep has ended
+                interval = LIVE_PLOT_INTERVAL_S if within else LIVE_PLOT_MAX_WAIT_S
+                self.live.refresh(max_plots=1, min_interval_s=interval)
                 if not (self._draining and not self.live.has_pending()):
                     return
                 self._draining = False  # every plot has caught up: one last full refresh
@@ -275,7 +293,10 @@ class MainWindow(FileActionsMixin, QMainWindow):
             else:
                 self.summary.refresh(force=False)
                 self.table.refresh(min_interval_s=TABLE_INTERVAL_S)
-                self._update_progress()
+                now = time.monotonic()
+                if now - self._status_shown >= STATUS_INTERVAL_S:
+                    self._status_shown = now
+                    self._update_progress()
                 return
         self.live.refresh()
         self.summary.refresh(force=True)
@@ -316,7 +337,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         names = [d.label for d in (self.data, self.compare) if d is not None and d.label]
         self.setWindowTitle("BatchLab" + (f" — {' vs '.join(names)}" if names else ""))
         if source == "main" and self.follower.following:
-            self.timer.start()
+            self._start_refreshing()
         self._update_actions()
 
     def _recolour(self, refresh: bool = True) -> None:

@@ -101,3 +101,69 @@ def test_step_curves_use_one_pixel_pens_and_epoch_curves_keep_theirs(main_window
     selected = w.live._curves[("main", 0, "loss_step")].opts["pen"].widthF()
     other = w.live._curves[("main", 1, "loss_step")].opts["pen"]
     assert selected > 1.0 and other.color().alpha() < 255
+
+
+def test_plot_ticks_wait_longer_while_the_gui_thread_is_over_its_cpu_budget(main_window, monkeypatch):
+    import gui.main_window as mw
+
+    w = main_window
+    intervals = []
+    monkeypatch.setattr(w.live, "refresh", lambda **k: intervals.append(k.get("min_interval_s")))
+    monkeypatch.setattr(w.table, "refresh", lambda **k: None)
+    w.data = _loaded()
+    w._start_refreshing()
+    try:
+        w.refresh()  # a fresh budget: plots at their normal pace
+        assert intervals == [mw.LIVE_PLOT_INTERVAL_S]
+        monkeypatch.setattr(w.budget, "allow", lambda: False)
+        w.refresh()  # (table tick)
+        w.refresh()  # over budget: only a plot that has waited the longest wait may repaint
+        assert intervals[-1] == mw.LIVE_PLOT_MAX_WAIT_S > mw.LIVE_PLOT_INTERVAL_S
+        w._draining = True  # the sweep has ended: no training left to protect
+        w.refresh()
+        w.refresh()  # (then, nothing pending, one full refresh: no interval)
+        assert intervals[-2:] == [mw.LIVE_PLOT_INTERVAL_S, None]
+    finally:
+        w.timer.stop()
+
+
+def test_a_real_budget_holds_plot_repaints_back_while_the_thread_is_busy(main_window, monkeypatch):
+    """Spend the GUI thread's CPU on required work: the next plot tick is refused by the real clocks."""
+    import time
+
+    import gui.main_window as mw
+
+    w = main_window
+    intervals = []
+    monkeypatch.setattr(w.live, "refresh", lambda **k: intervals.append(k.get("min_interval_s")))
+    w.data = _loaded()
+    w._start_refreshing()
+    try:
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 2 * w.budget.burst_s:  # more CPU than the burst, at once
+            sum(i * i for i in range(1000))
+        w.refresh()
+        assert w.budget.denied == 1 and intervals == [mw.LIVE_PLOT_MAX_WAIT_S]
+    finally:
+        w.timer.stop()
+
+
+def test_the_status_bar_shows_progress_at_most_every_status_interval(main_window, monkeypatch):
+    import gui.main_window as mw
+
+    w = main_window
+    shown = []
+    monkeypatch.setattr(w, "_update_progress", lambda: shown.append(1))
+    monkeypatch.setattr(w.live, "refresh", lambda **k: None)
+    w.data = _loaded()
+    w._start_refreshing()
+    try:
+        for _ in range(10):  # five table ticks within a few milliseconds
+            w.refresh()
+        assert len(shown) == 1
+        monkeypatch.setattr(mw, "STATUS_INTERVAL_S", 0.0)
+        for _ in range(10):
+            w.refresh()
+        assert len(shown) == 6
+    finally:
+        w.timer.stop()
