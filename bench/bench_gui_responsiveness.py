@@ -81,16 +81,19 @@ def with_window(
     beats: list | None = None,
     ticks: list | None = None,
     probe: bool = True,
+    stats: dict | None = None,
 ) -> tuple[float, list[float]]:
     """Run the sweep from the window; returns (seconds, heartbeat gaps in ms).
 
     probe=False runs it without the heartbeat (which wakes the GUI thread 100 times a second and so
     costs training some throughput itself). beats, if given, collects (time, schedstat) at each
-    heartbeat, ticks (start, end) of each refresh.
+    heartbeat, ticks (start, end) of each refresh. stats, if given, gets "gui_cpu" (CPU seconds the
+    GUI thread used during the sweep) and "redraws" (plot id -> times that plot was redrawn).
     """
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from gui.live_plots import LivePlots
     from gui.main_window import MainWindow
 
     if ticks is not None and not hasattr(MainWindow.refresh, "timed"):
@@ -106,9 +109,22 @@ def with_window(
         timed_refresh.timed = True
         MainWindow.refresh = timed_refresh
 
+    if not hasattr(LivePlots._update_plot, "timed"):
+        update_plot = LivePlots._update_plot
+
+        def timed_update(self, plot_id):
+            changed = update_plot(self, plot_id)
+            if changed:
+                self._bench_redraws.setdefault(plot_id, []).append(time.monotonic())
+            return changed
+
+        timed_update.timed = True
+        LivePlots._update_plot = timed_update
+
     app = QApplication.instance() or QApplication(["batchlab-bench"])
     window = MainWindow(QSettings(str(settings_dir / "settings.ini"), QSettings.Format.IniFormat))
     window._bench_ticks = ticks if ticks is not None else []
+    window.live._bench_redraws = {}
     window.show()
     window.setup.set_values(values)
     window.setup.out.setText(str(out))
@@ -140,8 +156,12 @@ def with_window(
     done.setInterval(50)
     done.timeout.connect(lambda: None if window.running else app.quit())
     done.start()
+    cpu0 = time.thread_time()
     app.exec()
     elapsed = time.monotonic() - t0
+    if stats is not None:
+        stats["gui_cpu"] = time.thread_time() - cpu0
+        stats["redraws"] = window.live._bench_redraws
     heartbeat.stop()
     done.stop()
     if window.worker.status != "complete":
@@ -181,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     paired: dict[str, dict[int, list[float]]] = {"window": {}, "probed": {}}  # X/headless within a round
     worst_gaps: list[tuple] = []  # (gap ms, on-CPU, queued, start, end, sweep start)
     ticks: list[tuple[float, float]] = []
+    gui_cpu: dict[str, list[float]] = {m: [] for m in modes if m != "headless"}  # GUI-thread share of a core
+    redraws: dict[str, list[float]] = {}  # plot id -> seconds between its redraws, window sweeps
     with tempfile.TemporaryDirectory(prefix="batchlab-bench-") as tmp:
         tmp = Path(tmp)
         for i in range(args.repeat):
@@ -197,10 +219,14 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     beats: list = []
                     probed = mode == "probed"
+                    stats: dict = {}
                     seconds, run_gaps = with_window(
-                        values, out, tmp, beats if (args.explain and probed) else None, ticks, probe=probed
+                        values, out, tmp, beats if (args.explain and probed) else None, ticks, probe=probed, stats=stats
                     )
                     gaps += run_gaps
+                    gui_cpu[mode].append(stats["gui_cpu"] / seconds)
+                    for plot_id, when in stats["redraws"].items():
+                        redraws.setdefault(plot_id, []).extend(b - a for a, b in zip(when, when[1:], strict=False))
                     worst_gaps = sorted(worst_gaps + explain_gaps(beats), reverse=True)[: args.explain]
                 times[mode].append(seconds)
                 cpu[mode].append(parent_cpu_seconds() - cpu0)
@@ -225,6 +251,18 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         t, c = statistics.median(times[mode]), statistics.median(cpu[mode])
         print(f"{mode:>8}: sweep wall time {t:.1f} s, parent-process CPU {c:.1f} s ({100 * c / t:.0f}% of a core)")
+    for mode, shares in gui_cpu.items():
+        if shares:
+            print(
+                f"{mode:>8}: GUI thread used {100 * statistics.median(shares):.1f}% of a core during the sweep (median)"
+            )
+    for plot_id in ("loss_step", "loss_epoch"):
+        if redraws.get(plot_id):
+            waits = sorted(redraws[plot_id])
+            print(
+                f"{plot_id:>10}: redrawn every {statistics.median(waits):.1f} s (median; 90th percentile "
+                f"{waits[int(0.9 * (len(waits) - 1))]:.1f} s, including waits for TensorFlow between runs)"
+            )
     header = f"{'batch':>6} {'headless':>9} {'window':>9} {'window/headless paired: median (quartiles)':>44}"
     if "probed" in modes:
         header += f" {'probed':>9} {'probed/headless':>16}"
