@@ -11,7 +11,12 @@ second, so throughput is compared on window sweeps without it ("window"), and th
 ("probed") are shown beside them. Throughput is each run's steady-state samples/s as
 the run file records it (targets: window / headless >= 0.95 per batch size). Each window sweep is
 paired with the headless sweep next to it; the median of those paired ratios is the verdict,
-because on a shared machine speed drifts by more than 5% over a few minutes.
+because on a shared machine speed drifts by more than 5% over a few minutes; all pairs pooled
+are shown too.
+
+It also prints the GUI thread's own CPU during the window's sweeps (as a share of one core: the
+window caps it, see gui/cpu_budget.py) and how often the loss plots were redrawn, which is what
+that cap costs the user. --gui-cpu-share sets the cap (1 = none) to compare the two.
 
 --explain N prints the N longest gaps split by the kernel's per-thread schedstat into time the
 GUI thread ran (handlers and paints), time it was runnable but queued behind other threads,
@@ -184,12 +189,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--niceness", type=int, help="nice value above the window's for its training children (default: the window's)"
     )
+    parser.add_argument(
+        "--gui-cpu-share",
+        type=float,
+        help="CPU budget of the window's GUI thread, fraction of one core (default: the window's; 1 = unlimited)",
+    )
     parser.add_argument("--explain", type=int, default=0, metavar="N", help="break down the N longest gaps")
     args = parser.parse_args(argv)
     if args.niceness is not None:
         import gui.worker
 
         gui.worker.TRAINING_NICENESS = args.niceness
+    if args.gui_cpu_share is not None:
+        import gui.main_window
+
+        gui.main_window.GUI_CPU_SHARE = args.gui_cpu_share
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     values = parse_spec(args.spec)
@@ -278,6 +292,13 @@ def main(argv: list[str] | None = None) -> int:
             probed = statistics.median(paired["probed"].get(batch, [float("nan")]))
             line += f" {med['probed']:>9,.0f} {probed:>16.3f}"
         print(line)
+    pooled = sorted(r for pairs in paired["window"].values() for r in pairs)
+    if len(pooled) > 1:
+        q1, q3 = statistics.quantiles(pooled, n=4)[0::2]
+        print(
+            f"all {len(pooled)} window/headless pairs: median {statistics.median(pooled):.3f}, "
+            f"mean {statistics.fmean(pooled):.3f}, quartiles {q1:.3f}-{q3:.3f}"
+        )
     verdict = "OK" if min(ratios) >= THROUGHPUT_TARGET else "MISSED"
     print(
         f"window/headless, median of paired ratios: mean over batch sizes {statistics.fmean(ratios):.3f}, "
