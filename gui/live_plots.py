@@ -131,7 +131,7 @@ class LivePlots(QWidget):
         return False
 
     def _update_plot(self, plot_id: str) -> bool:
-        """Bring one plot up to date; True if anything changed."""
+        """Bring one plot up to date; True if anything visible changed (then Qt repaints it)."""
         table = PLOT_TABLE[plot_id]
         changed = False
         for source, data in self.sources.items():
@@ -142,9 +142,10 @@ class LivePlots(QWidget):
                 if self._drawn.get(key) == version:
                     continue
                 self._drawn[key] = version
-                runs_changed = True
-                if plot_id != "epoch_split":
-                    self._draw_run(source, run, plot_id)
+                if plot_id == "epoch_split":
+                    runs_changed = runs_changed or bool(len(run.epochs))  # a run without epochs has no bar
+                else:
+                    runs_changed = self._draw_run(source, run, plot_id) or runs_changed
             if plot_id == "epoch_split" and (runs_changed or source not in self._bars_drawn):
                 self._draw_bars(source, data)
                 self._bars_drawn[source] = 1
@@ -155,7 +156,15 @@ class LivePlots(QWidget):
             self.plots[plot_id].getPlotItem().getViewBox().updateAutoRange()
         return changed
 
-    def _draw_run(self, source: str, run: RunData, only_plot: str) -> None:
+    def _draw_run(self, source: str, run: RunData, only_plot: str) -> bool:
+        """Set this run's curves in one plot; True if that shows: new data or a new legend entry.
+
+        An empty curve made ahead of its data changes nothing on screen, so it costs no repaint
+        (and nothing from the window's CPU budget).
+        """
+        legend = self.plots[only_plot].getPlotItem().legend
+        entries = len(legend.items)
+        shown = False
         for series, (plot_id, x_col, y_col, table, symbol, style, named) in SERIES.items():
             if plot_id != only_plot:
                 continue
@@ -176,6 +185,8 @@ class LivePlots(QWidget):
                 y = np.where(y > 0, y / MIB, np.nan)
             curve = self._curve(source, run, series, plot_id, symbol, style, named)
             curve.setData(x, y, connect="finite")
+            shown = True
+        return shown or len(legend.items) != entries
 
     def _curve(self, source, run, series, plot_id, symbol, style, named) -> pg.PlotDataItem:
         key = (source, run.index, series)

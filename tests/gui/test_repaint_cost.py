@@ -167,3 +167,26 @@ def test_the_status_bar_shows_progress_at_most_every_status_interval(main_window
         assert len(shown) == 6
     finally:
         w.timer.stop()
+
+
+def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
+    """Curves made ahead of their data are invisible: only a new legend entry or new data costs a repaint."""
+    w = main_window
+    events = list(sweep_events(batch_sizes=(16, 64), epochs=2))
+    second_start = [i for i, e in enumerate(events) if e["type"] == "run_started"][1]
+    data = SweepData(label="live")
+    for event in events[:second_start]:
+        data.handle(event)
+    w.live.set_source("main", data)
+    w.live.refresh()
+    data.handle(events[second_start])  # run 1 starts; no data yet
+    shown = {plot_id: w.live._update_plot(plot_id) for plot_id in w.live.plots}
+    # only the loss plots get a legend entry ("batch 64"); the epoch plots' curves are empty
+    assert shown == {p: p in ("loss_step", "loss_time") for p in w.live.plots}
+    assert not w.live.has_pending()  # nothing left undrawn: the empty curves exist
+    assert ("main", 1, "train_loss") in w.live._curves
+    rest = events[second_start + 1 :]
+    for event in rest[: next(i for i, e in enumerate(rest) if e["type"] == "epoch_ended") + 1]:
+        data.handle(event)
+    for plot_id in w.live.plots:  # then its first steps and epoch show everywhere
+        assert w.live._update_plot(plot_id) is True, plot_id
