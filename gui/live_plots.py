@@ -64,7 +64,9 @@ class LivePlots(QWidget):
         super().__init__(parent)
         self.colours = colours
         self.plots: dict[str, pg.PlotWidget] = {
-            plot_id: make_plot(title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split")
+            plot_id: make_plot(
+                title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split", many_points=PLOT_TABLE[plot_id] == "steps"
+            )
             for plot_id, (title, xl, xu, yl, yu) in PLOTS.items()
         }
         lay_out_grid(self, self.plots, columns=3)
@@ -198,9 +200,17 @@ class LivePlots(QWidget):
                 self._legend_named.add(legend_key)
                 name = f"batch {run.batch_size}{SOURCE_LABELS[source]}"
             # Step curves (no symbols) can hold many points: drawn without antialiasing, which costs
-            # several times more, and with a thin pen (see run_pen).
+            # several times more, and with a thin pen (see run_pen). A curve of a point per epoch
+            # needs no guard against huge values far outside a zoomed view (dynamicRangeLimit),
+            # which re-derives its displayed data at every change of the y range.
             many_points = symbol is None
-            curve = pg.PlotDataItem(name=name, symbol=symbol, symbolSize=6, antialias=not many_points)
+            curve = pg.PlotDataItem(
+                name=name,
+                symbol=symbol,
+                symbolSize=6,
+                antialias=not many_points,
+                dynamicRangeLimit=1e6 if many_points else None,
+            )
             curve.run_key = (source, run.index)
             curve.pen_style = style
             curve.many_points = many_points

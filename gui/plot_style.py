@@ -185,8 +185,22 @@ class TickGrid(pg.GraphicsObject):
             painter.drawLines(lines)
 
 
-def make_plot(title: str, x_label: str, x_units: str | None, y_label: str, y_units: str | None, *, log2_x=False):
-    """A PlotWidget with labelled axes (units shown), a grid, a legend, clip-to-view and peak downsampling."""
+def make_plot(
+    title: str,
+    x_label: str,
+    x_units: str | None,
+    y_label: str,
+    y_units: str | None,
+    *,
+    log2_x: bool = False,
+    many_points: bool = False,
+):
+    """A PlotWidget with labelled axes (units shown), a grid and a legend.
+
+    many_points: its curves can hold millions of points (one per step), so they are clipped to the
+    view and downsampled to peaks. Plots of a point per epoch or per run go without: both make
+    every change of the view range recompute each curve's displayed data (2-3 ms a repaint).
+    """
     axis_items = {"bottom": Log2Axis(orientation="bottom")} if log2_x else None
     if x_label == "epoch":
         axis_items = {"bottom": IntegerAxis(orientation="bottom")}
@@ -197,8 +211,13 @@ def make_plot(title: str, x_label: str, x_units: str | None, y_label: str, y_uni
     item.addItem(TickGrid(item), ignoreBounds=True)
     # A fixed axis width: otherwise new tick labels ("100" -> "1000") re-lay out the plot and repaint it twice.
     item.getAxis("left").setWidth(LEFT_AXIS_PX)
-    item.setClipToView(True)
-    item.setDownsampling(auto=True, mode="peak")
+    if many_points:
+        item.setClipToView(True)
+        item.setDownsampling(auto=True, mode="peak")
+    for name in ("bottom", "left"):
+        # Two tick levels, not pyqtgraph's three: the third ("pretty, but eat up CPU", says pyqtgraph)
+        # made each axis regeneration, which every range change of a live plot costs, ~30% slower.
+        item.getAxis(name).setStyle(maxTickLevel=1)
     legend = item.addLegend(offset=(-6, 6), labelTextSize="8pt", verSpacing=-6)
     legend.setBrush(pg.mkBrush(255, 255, 255, 190))
     if y_units == "MiB":

@@ -190,3 +190,19 @@ def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
         data.handle(event)
     for plot_id in w.live.plots:  # then its first steps and epoch show everywhere
         assert w.live._update_plot(plot_id) is True, plot_id
+
+
+def test_only_step_plots_pay_for_clipping_downsampling_and_range_limits(main_window):
+    """Each costs every range change of a plot 2-3 ms; only curves of a point per step need them."""
+    w = main_window
+    w._show_sweep(_loaded(), "main")
+    w.refresh(full=True)
+    for plot_id, widget in w.live.plots.items():
+        item = widget.getPlotItem()
+        steps = plot_id in ("loss_step", "loss_time")
+        assert item.clipToViewMode() is steps and item.downsampleMode()[1] is steps, plot_id
+        for name in ("bottom", "left"):
+            assert item.getAxis(name).style["maxTickLevel"] == 1, (plot_id, name)
+    limits = {series: curve.opts["dynamicRangeLimit"] for (_s, _i, series), curve in w.live._curves.items()}
+    step_series = ("loss_step", "loss_time")
+    assert limits and all((limit is not None) is (series in step_series) for series, limit in limits.items())
