@@ -58,20 +58,11 @@ def _painter():
     import os
 
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from PySide6.QtCore import QSettings
+    from bench_plot_repaint import make_window
     from PySide6.QtWidgets import QApplication
 
-    from gui.main_window import MainWindow
-    from gui.sweep_data import SweepData
-    from tests.gui.synthetic import sweep_events
-
     app = QApplication.instance() or QApplication(["batchlab-burner"])
-    window = MainWindow(QSettings(tempfile.mktemp(suffix=".ini"), QSettings.Format.IniFormat))
-    window.show()
-    data = SweepData(label="burner")
-    for event in sweep_events(batch_sizes=(32, 128, 512), epochs=6, samples=4096):
-        data.handle(event)
-    window._show_sweep(data, "main")
+    window = make_window(pyqtgraph_defaults=False)  # the window's own plots, a synthetic three-run sweep
     app.processEvents()
     plots = itertools.cycle(list(window.live.plots.values()))
     flip = itertools.cycle((0.0, 0.5))
