@@ -1,6 +1,6 @@
 """The main window: setup panel, live plots, summary, runs table and log around one sweep.
 
-Data flows one way: the worker's event batches (or a run file) fill a SweepData; a 25 Hz
+Data flows one way: the worker's event batches (or a run file) fill a SweepData; a 12.5 Hz
 timer redraws what changed. Nothing here imports TensorFlow.
 """
 
@@ -46,7 +46,7 @@ REFRESH_MS = 80  # 12.5 Hz tick while data arrives; ticks alternate one plot / t
 LIVE_PLOT_INTERVAL_S = 1.0
 # ...and only while the GUI thread as a whole stays under this share of one core (see CpuBudget);
 # a plot repaints only when the budget allows, except one that has waited LIVE_PLOT_MAX_WAIT_S.
-# A repaint costs 1-2 ms on a desktop but 3-10 ms on a small shared VM, where this stretches the interval.
+# On the 2-core dev VM a repaint costs 1-10 ms (most when its axes change), and this stretches the interval.
 GUI_CPU_SHARE = 0.03
 GUI_CPU_BURST_S = 0.05
 LIVE_PLOT_MAX_WAIT_S = 5.0
