@@ -14,10 +14,10 @@ CLI_COMMANDS = ("sweep", "report", "info", "presets", "-h", "--help")
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in CLI_COMMANDS:
-        from core.cli import main as cli_main
+        from batchlab.core.cli import main as cli_main
 
         return cli_main(argv)
-    from gui.app import run_app
+    from batchlab.gui.app import run_app
 
     return run_app(argv)
 

@@ -82,8 +82,8 @@ def sweep(
     values: dict[str, str], out: Path, niceness: int = 0, share: float = 0.0, burst_s: float = 0.008, work="paint"
 ) -> float:
     """Run the sweep headless; with share > 0, beside a burner. Returns the burner's measured share of a core."""
-    from core.runner import SweepRunner, run_sweep
-    from core.spec import build_spec
+    from batchlab.core.spec import build_spec
+    from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
     spec = build_spec(values)
     ctx = multiprocessing.get_context("spawn")

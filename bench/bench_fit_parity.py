@@ -1,14 +1,14 @@
 """Training throughput of BatchLab's instrumented loop against a plain Keras `model.fit` of the same model.
 
-For each batch size the same compiled model (core.workloads.build_model, same seed, so the same
+For each batch size the same compiled model (batchlab.core.training.workloads.build_model, same seed, so the same
 initial weights), data slice, optimizer and batch order (shuffle=False) is trained two ways in this
 one process, in alternating order A,B / B,A over repeats so that drift and other load on the machine
 fall on both alike:
 
   A  plain Keras: model.fit(x, x, batch_size=b, epochs=E, shuffle=False, verbose=0), timed per epoch
      by a callback that reads the clock in on_epoch_begin / on_epoch_end;
-  B  BatchLab: core.trainer.train_run on a RunSpec from core.spec.build_spec, epoch_time taken from
-     its epoch_ended events (per-step loss, step time and input wait recorded as in a real sweep).
+  B  BatchLab: batchlab.core.training.trainer.train_run on a RunSpec from batchlab.core.spec.build_spec,
+     epoch_time taken from its epoch_ended events (per-step loss, step time and input wait recorded as in a real sweep).
 
 Throughput is steady state: samples/s over epochs 1..E-1 (epoch 0 includes tracing the step),
 median over repeats. Target: BatchLab / fit >= 0.97 at every batch size. Validation is off for both
@@ -48,7 +48,7 @@ BATCHLAB = "batchlab"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from core.presets import preset_defaults
+    from batchlab.core.presets import preset_defaults
 
     defaults = preset_defaults(PRESET)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -77,7 +77,7 @@ def steady_throughput(epoch_times: list[float], samples: int) -> float:
 
 def make_run(args: argparse.Namespace, batch_size: int):
     """The RunSpec BatchLab would build for this batch size of the preset, validation off."""
-    from core.spec import build_spec
+    from batchlab.core.spec import build_spec
 
     spec = build_spec(
         {
@@ -98,9 +98,8 @@ def measure_fit(run) -> tuple[list[float], list[float]]:
     """Plain Keras: per-epoch wall times (s) and epoch losses of model.fit on a freshly built model."""
     import keras
     import tensorflow as tf
-
-    from core.datasets import load_dataset, prepare_arrays
-    from core.workloads import build_model
+    from batchlab.core.datasets import load_dataset, prepare_arrays
+    from batchlab.core.training.workloads import build_model
 
     class EpochClock(keras.callbacks.Callback):
         def __init__(self):
@@ -128,8 +127,8 @@ def measure_fit(run) -> tuple[list[float], list[float]]:
 
 def measure_batchlab(run, tf_device: str | None, nvml_index: int | None, device_name: str):
     """BatchLab: per-epoch wall times (s) and train losses from train_run's epoch_ended events."""
-    from core.events import EPOCH_ENDED, RUN_ENDED
-    from core.trainer import train_run
+    from batchlab.core.events import EPOCH_ENDED, RUN_ENDED
+    from batchlab.core.training.trainer import train_run
 
     events: list[dict] = []
     train_run(run, events.append, lambda: False, tf_device, nvml_index, device_name)
@@ -155,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
     import tensorflow as tf
-
-    from core.spec import SpecError, parse_batch_sizes
+    from batchlab.core.spec import SpecError, parse_batch_sizes
 
     try:  # the same checks and messages as `batchlab sweep`, before any training starts
         batch_sizes = parse_batch_sizes(args.batch_sizes)

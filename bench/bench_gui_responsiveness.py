@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_gui_responsiveness.py            # offscreen unless a display is set
     xvfb-run -s "-screen 0 1600x1000x24" .venv/bin/python bench/bench_gui_responsiveness.py
 
-Each round runs the same spec three times on the real runner: headless (core.runner.run_sweep,
+Each round runs the same spec three times on the real runner: headless (batchlab.core.sweep.runner.run_sweep,
 as the CLI does) and twice from the window, Live tab showing, plotting as events arrive. During
 one of the window's sweeps a 10 ms QTimer heartbeat records every gap on the GUI thread; no stall can be longer than
 the longest gap (target: stalls < 50 ms). The heartbeat itself wakes the GUI thread 100 times a
@@ -47,7 +47,7 @@ def parse_spec(text: str) -> dict[str, str]:
 
 
 def throughputs(path: Path) -> dict[int, float]:
-    from core.report import read_run_file
+    from batchlab.core.runfile.reader import read_run_file
 
     return {r.batch_size: r.samples_per_s for r in read_run_file(path).runs if r.status == "ok"}
 
@@ -59,8 +59,8 @@ def parent_cpu_seconds() -> float:
 
 
 def headless(values: dict[str, str], out: Path) -> float:
-    from core.runner import run_sweep
-    from core.spec import build_spec
+    from batchlab.core.spec import build_spec
+    from batchlab.core.sweep.runner import run_sweep
 
     t0 = time.monotonic()
     status = run_sweep(build_spec(values), out)
@@ -95,11 +95,10 @@ def with_window(
     heartbeat, ticks (start, end) of each refresh. stats, if given, gets "gui_cpu" (CPU seconds the
     GUI thread used during the sweep) and "redraws" (plot id -> times that plot was redrawn).
     """
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.main_window import MainWindow
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
-
-    from gui.live_plots import LivePlots
-    from gui.main_window import MainWindow
 
     if ticks is not None and not hasattr(MainWindow.refresh, "timed"):
         original = MainWindow.refresh
@@ -197,13 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--explain", type=int, default=0, metavar="N", help="break down the N longest gaps")
     args = parser.parse_args(argv)
     if args.niceness is not None:
-        import gui.worker
+        import batchlab.gui.worker
 
-        gui.worker.TRAINING_NICENESS = args.niceness
+        batchlab.gui.worker.TRAINING_NICENESS = args.niceness
     if args.gui_cpu_share is not None:
-        import gui.main_window
+        import batchlab.gui.main_window
 
-        gui.main_window.GUI_CPU_SHARE = args.gui_cpu_share
+        batchlab.gui.main_window.GUI_CPU_SHARE = args.gui_cpu_share
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     values = parse_spec(args.spec)

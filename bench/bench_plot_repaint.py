@@ -31,10 +31,10 @@ SCENARIOS = ("unchanged", "x range moves", "y range moves")
 
 def make_window(pyqtgraph_defaults: bool):
     import pyqtgraph as pg
+    from batchlab.core.model import SweepData
+    from batchlab.gui.main_window import MainWindow
     from PySide6.QtCore import QSettings
 
-    from gui.main_window import MainWindow
-    from gui.sweep_data import SweepData
     from tests.gui.synthetic import sweep_events
 
     window = MainWindow(QSettings(tempfile.mktemp(suffix=".ini"), QSettings.Format.IniFormat))

@@ -14,9 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.presets import PRESETS
-from core.progress import ProgressPrinter
-from core.spec import FIELD_PARSERS, SpecError, build_spec
+from batchlab.core.presets import PRESETS
+from batchlab.core.spec import FIELD_PARSERS, SpecError, build_spec
+from batchlab.core.sweep.progress import ProgressPrinter
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -76,13 +76,14 @@ def _default_out(preset: str) -> Path:
 
 
 def _print_table(path: Path) -> None:
-    from core.report import format_table, read_run_file, summary_rows
+    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.table import format_table, summary_rows
 
     print(format_table(summary_rows(read_run_file(path))))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from core.runner import SweepRunner, run_sweep
+    from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
     values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
     values["shuffle"] = args.shuffle
@@ -120,7 +121,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from core.report import format_table, read_run_file, summary_rows
+    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.table import format_table, summary_rows
 
     record = read_run_file(args.file)
     rows = summary_rows(record)
@@ -135,7 +137,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from core.runner import probe_environment
+    from batchlab.core.sweep.runner import probe_environment
 
     env = probe_environment()
     for key in ("app_version", "python_version", "platform", "tensorflow_version", "keras_version"):

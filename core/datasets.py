@@ -15,9 +15,8 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-
-from core.presets import WORKLOADS
-from core.spec import KERAS_DATASETS, SpecError
+from batchlab.core.presets import WORKLOADS
+from batchlab.core.spec import KERAS_DATASETS, SpecError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_FILE = REPO_ROOT / "resources" / "mnist_subset.npz"

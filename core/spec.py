@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from core.presets import PRESETS, WORKLOADS, preset_defaults
+from batchlab.core.presets import PRESETS, WORKLOADS, preset_defaults
 
 OPTIMIZERS = ("adam", "sgd", "rmsprop", "adagrad", "adamw", "nadam", "adadelta", "model")
 BUDGET_UNITS = ("epochs",)  # steps, examples and train-to-target come later

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from batchlab.gui.live_plots import PLOTS
+from batchlab.gui.summary_view import METRICS
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu, QStyle
 
-from gui.live_plots import PLOTS
-from gui.summary_view import METRICS
-
 if TYPE_CHECKING:
-    from gui.main_window import MainWindow
+    from batchlab.gui.main_window import MainWindow
 
 
 class WindowActions(dict):

@@ -70,7 +70,7 @@ def run_app(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return EXIT_NO_DISPLAY
 
-    from gui.main_window import MainWindow
+    from batchlab.gui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(["batchlab", *argv])
     app.setOrganizationName(ORGANIZATION)

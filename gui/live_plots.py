@@ -11,12 +11,11 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
+from batchlab.core.model import RunData, SweepData
+from batchlab.gui.plot_style import MIB, SOURCE_LABELS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
-
-from gui.plot_style import MIB, SOURCE_LABELS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
-from gui.sweep_data import RunData, SweepData
 
 RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
 

@@ -12,6 +12,19 @@ import math
 import time
 from pathlib import Path
 
+from batchlab.core.model import FAILED_STATUSES, SweepData
+from batchlab.core.spec import SpecError
+from batchlab.core.sweep.progress import SweepProgress, format_duration
+from batchlab.gui.actions import build_actions
+from batchlab.gui.cpu_budget import CpuBudget
+from batchlab.gui.files import RecentFiles, RunFileFollower
+from batchlab.gui.live_plots import LivePlots
+from batchlab.gui.plot_style import BatchColours, configure_pyqtgraph
+from batchlab.gui.runs_table import RunsTable
+from batchlab.gui.setup_panel import SetupPanel
+from batchlab.gui.summary_view import SummaryView
+from batchlab.gui.window_files import FileActionsMixin
+from batchlab.gui.worker import DeviceProbe, SweepWorker
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
@@ -25,20 +38,6 @@ from PySide6.QtWidgets import (
     QTabWidget,
     QWidget,
 )
-
-from core.progress import SweepProgress, format_duration
-from core.spec import SpecError
-from gui.actions import build_actions
-from gui.cpu_budget import CpuBudget
-from gui.files import RecentFiles, RunFileFollower
-from gui.live_plots import LivePlots
-from gui.plot_style import BatchColours, configure_pyqtgraph
-from gui.runs_table import RunsTable
-from gui.setup_panel import SetupPanel
-from gui.summary_view import SummaryView
-from gui.sweep_data import FAILED_STATUSES, SweepData
-from gui.window_files import FileActionsMixin
-from gui.worker import DeviceProbe, SweepWorker
 
 REFRESH_MS = 80  # 12.5 Hz tick while data arrives; ticks alternate one plot / the rest, so paints never pile up
 # Each live plot repaints at most this often during a sweep: the child sends steps every 0.25 s,

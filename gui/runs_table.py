@@ -7,13 +7,12 @@ import math
 import time
 from collections.abc import Callable
 
+from batchlab.core.model import FAILED_STATUSES, RunData, SweepData
+from batchlab.gui.plot_style import BatchColours
+from batchlab.gui.summary_view import metric_value
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
-
-from gui.plot_style import BatchColours
-from gui.summary_view import metric_value
-from gui.sweep_data import FAILED_STATUSES, RunData, SweepData
 
 RunKey = tuple[str, int]
 _ROOT = QModelIndex()

@@ -7,6 +7,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.presets import PRESETS, WORKLOADS
+from batchlab.core.runfile import FILE_SUFFIXES
+from batchlab.core.spec import KERAS_DATASETS, OPTIMIZERS, SweepSpec, build_spec, spec_errors
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -22,10 +25,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-
-from core.presets import PRESETS, WORKLOADS
-from core.runfile import FILE_SUFFIXES
-from core.spec import KERAS_DATASETS, OPTIMIZERS, SweepSpec, build_spec, spec_errors
 
 CHOOSE_FILE = "__choose__"
 DATA_SOURCES = [("bundled", "bundled MNIST subset")] + [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]

@@ -11,10 +11,9 @@ from collections import defaultdict
 
 import numpy as np
 import pyqtgraph as pg
+from batchlab.core.model import RunData, SweepData
+from batchlab.gui.plot_style import MIB, STATUS_MARKS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
 from PySide6.QtWidgets import QWidget
-
-from gui.plot_style import MIB, STATUS_MARKS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
-from gui.sweep_data import RunData, SweepData
 
 METRICS = {
     # metric id -> title, y label, y units

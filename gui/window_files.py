@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from batchlab.core.spec import SpecError
+from batchlab.gui.files import export_plot as save_plot
 from PySide6.QtWidgets import QFileDialog
-
-from core.spec import SpecError
-from gui.files import export_plot as save_plot
 
 RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
 

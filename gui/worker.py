@@ -1,10 +1,10 @@
 """Background threads of the window: the sweep worker and the device probe.
 
-The sweep worker calls core.runner.run_sweep in a QThread, so the run file's single
+The sweep worker calls batchlab.core.sweep.runner.run_sweep in a QThread, so the run file's single
 writer lives in this (parent) process, off the GUI thread. Events reach the GUI thread
 in batches: the sink buffers them and emits a list at most every BATCH_SECONDS, except
 that the rare structural events (a run starting or ending, an epoch, the sweep ending)
-go out at once. core.runner is imported here only when a sweep or probe starts; neither
+go out at once. batchlab.core.sweep.runner is imported here only when a sweep or probe starts; neither
 it nor anything it imports pulls in TensorFlow (that happens in the child processes).
 """
 
@@ -15,9 +15,8 @@ import time
 import traceback
 from typing import Any
 
+from batchlab.core.spec import SpecError, SweepSpec
 from PySide6.QtCore import QObject, QThread, Signal
-
-from core.spec import SpecError, SweepSpec
 
 BATCH_SECONDS = 0.05  # the GUI thread gets at most ~20 event batches a second
 QUIET_EVENTS = ("steps", "log")  # may wait up to BATCH_SECONDS; everything else flushes at once
@@ -47,7 +46,7 @@ class SweepWorker(QThread):
         self._runner = None
 
     def run(self) -> None:  # QThread override: runs in the worker thread
-        from core.runner import SweepRunner, run_sweep
+        from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
         with self._lock:
             self._runner = SweepRunner(self.spec, niceness=TRAINING_NICENESS)
@@ -119,7 +118,7 @@ class DeviceProbe(QObject):
 
     @staticmethod
     def _probe(bridge: _ProbeBridge) -> None:
-        from core.runner import probe_environment
+        from batchlab.core.sweep.runner import probe_environment
 
         try:
             env = probe_environment("auto")

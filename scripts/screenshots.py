@@ -28,8 +28,8 @@ SWEEP = {  # a small sweep that still shows the batch-size trade-offs
 
 
 def run_small_sweep(folder: Path) -> Path:
-    from core.runner import run_sweep
-    from core.spec import build_spec
+    from batchlab.core.spec import build_spec
+    from batchlab.core.sweep.runner import run_sweep
 
     out = folder / "screenshot-sweep.h5"
     print(f"running a small sweep into {out} ...", file=sys.stderr)
@@ -52,12 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="batchlab-shots-") as tmp:
         run_file = Path(args.run_file) if args.run_file else run_small_sweep(Path(tmp))
+        from batchlab.gui.main_window import MainWindow
         from PySide6.QtCore import QSettings, Qt
         from PySide6.QtGui import QImage
         from PySide6.QtTest import QTest
         from PySide6.QtWidgets import QApplication
-
-        from gui.main_window import MainWindow
 
         app = QApplication.instance() or QApplication(["batchlab-screenshots"])
         window = MainWindow(QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat))

@@ -6,9 +6,20 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-QT_MODULES = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "gui")
-# Modules that import TensorFlow; only the training child may load them.
-CHILD_ONLY = {"core.trainer", "core.workloads"}
+QT_MODULES = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph")
+# The training child's package: the only modules that may import TensorFlow.
+CHILD_PACKAGE = "batchlab.core.training"
+
+
+def _core_modules() -> list[tuple[str, Path]]:
+    """(import name, path) of every module under core/, e.g. ("batchlab.core.sweep.runner", ...)."""
+    out = []
+    for path in sorted((REPO / "core").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out.append((".".join(("batchlab", *parts)), path))
+    return out
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -22,21 +33,22 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_core_never_imports_qt():
-    for path in sorted((REPO / "core").glob("*.py")):
-        bad = [m for m in _imported_modules(path) if m.split(".")[0] in QT_MODULES]
-        assert not bad, f"{path.name} imports {bad}"
+    modules = _core_modules()
+    assert len(modules) > 10
+    for name, path in modules:
+        bad = [m for m in _imported_modules(path) if m.split(".")[0] in QT_MODULES or m.startswith("batchlab.gui")]
+        assert not bad, f"{name} imports {bad}"
 
 
 def test_parent_side_modules_do_not_load_tensorflow():
-    parent_modules = sorted(
-        f"core.{p.stem}"
-        for p in (REPO / "core").glob("*.py")
-        if p.stem != "__init__" and f"core.{p.stem}" not in CHILD_ONLY
-    )
+    parent_modules = [
+        name for name, _ in _core_modules() if name != CHILD_PACKAGE and not name.startswith(CHILD_PACKAGE + ".")
+    ]
+    assert "batchlab.core.sweep.runner" in parent_modules
     code = (
         "import sys, importlib\n"
         f"for m in {parent_modules!r}: importlib.import_module(m)\n"
-        "import main\n"
+        "import batchlab.main\n"
         "loaded = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)\n"
         "print(','.join(loaded))\n"
     )

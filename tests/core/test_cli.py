@@ -172,7 +172,7 @@ def test_ctrl_c_ends_the_run_cleanly_and_keeps_what_was_measured(tmp_path):
     import signal
     import time
 
-    from core.report import read_run_file
+    from batchlab.core.runfile.reader import read_run_file
 
     out = tmp_path / "interrupted.h5"
     args = ["sweep", *TINY, "--samples", "4096", "--epochs", "50", "--batch-sizes", "8,16", "--out", out]

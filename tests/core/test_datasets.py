@@ -10,8 +10,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
-from core.datasets import (
+from batchlab.core.datasets import (
     DataError,
     Dataset,
     bundled_path,
@@ -19,7 +18,7 @@ from core.datasets import (
     load_keras_dataset,
     prepare_arrays,
 )
-from core.spec import SpecError
+from batchlab.core.spec import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FULL_MNIST = REPO_ROOT.parent / "shared" / "datasets" / "mnist.npz"

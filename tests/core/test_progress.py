@@ -2,9 +2,9 @@
 
 import io
 
-from core.events import make_event
-from core.progress import ProgressPrinter, SweepProgress, format_duration
-from core.spec import build_spec
+from batchlab.core.events import make_event
+from batchlab.core.spec import build_spec
+from batchlab.core.sweep.progress import ProgressPrinter, SweepProgress, format_duration
 
 
 def test_progress_counts_samples_across_runs():

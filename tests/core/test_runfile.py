@@ -11,12 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import batchlab.core
 import h5py
 import numpy as np
 import pytest
-
-import core
-from core.events import (
+from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
     RUN_ENDED,
@@ -28,14 +27,16 @@ from core.events import (
     log_event,
     make_event,
 )
-from core.report import format_table, read_run_file, status_if_writer_gone, summary_rows
-from core.runfile import FORMAT, FORMAT_VERSION, STEP_CHUNK, RunFileError, RunFileWriter
-from core.spec import SpecError, SweepSpec
+from batchlab.core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
+from batchlab.core.runfile.reader import read_run_file, status_if_writer_gone
+from batchlab.core.runfile.writer import STEP_CHUNK
+from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.core.table import format_table, summary_rows
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = SweepSpec(batch_sizes=(16, 64, 256), samples=1024, val_samples=256)
 ENVIRONMENT = {
-    "app_version": core.__version__,
+    "app_version": batchlab.core.__version__,
     "python_version": "3.11.9",
     "platform": "Linux-6.8-x86_64",
     "tensorflow_version": "2.17.0",
@@ -160,7 +161,7 @@ def test_full_sweep_round_trip(tmp_path):
 
     assert record.attrs["format"] == FORMAT == "batchlab-sweep"
     assert record.attrs["format_version"] == FORMAT_VERSION == 1
-    assert record.attrs["app_version"] == core.__version__
+    assert record.attrs["app_version"] == batchlab.core.__version__
     assert record.attrs["created"] <= record.attrs["updated"]
     assert record.attrs["started"] == "2024-05-01T10:00:00+00:00"
     assert record.attrs["ended"] == "2024-05-01T10:00:21+00:00"
@@ -333,7 +334,7 @@ def test_a_killed_writer_leaves_a_readable_file(tmp_path):
         sys.path.insert(0, {str(REPO)!r})
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_runfile import sweep_started, run_started, steps, epoch_ended
-        from core.runfile import RunFileWriter
+        from batchlab.core.runfile import RunFileWriter
         writer = RunFileWriter({str(path)!r})
         for event in [sweep_started(), run_started(0, 16, 64), steps(0, 0, 0, 64, 16), epoch_ended(0, 0)]:
             writer.handle(event)
@@ -424,12 +425,3 @@ def test_summary_rows_and_table_for_ok_oom_and_crashed_runs(tmp_path):
     assert len(lines) == 4
     header_end = lines[0].index("status")
     assert all(line[header_end - 1] == " " != line[header_end] for line in lines[1:])  # status column lines up
-
-
-def test_reader_names_stay_importable_from_runfile():
-    from core import report, runfile
-
-    assert runfile.read_run_file is report.read_run_file
-    assert runfile.SweepRecord is report.SweepRecord
-    with pytest.raises(AttributeError):
-        runfile.no_such_name  # noqa: B018

@@ -3,9 +3,8 @@
 import json
 
 import pytest
-
-from core.presets import PRESETS
-from core.spec import SpecError, SweepSpec, build_spec, spec_errors, with_overrides
+from batchlab.core.presets import PRESETS
+from batchlab.core.spec import SpecError, SweepSpec, build_spec, spec_errors, with_overrides
 
 
 def test_default_preset_reproduces_the_autoencoder_experiment():

@@ -11,10 +11,11 @@ import threading
 import h5py
 import numpy as np
 import pytest
+from batchlab.core.runfile.reader import read_run_file
+from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.sweep.runner import SweepRunner, run_sweep
+from batchlab.core.table import summary_rows
 
-from core.report import read_run_file, summary_rows
-from core.runner import SweepRunner, run_sweep
-from core.spec import SpecError, build_spec
 from tests.core.helpers import save_keras_model
 
 HUGE_ACTIVATIONS_MODEL = """

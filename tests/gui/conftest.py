@@ -43,7 +43,7 @@ def settings(tmp_path):
 @pytest.fixture
 def main_window(qtbot, settings, tmp_path, monkeypatch):
     """The main window with private settings; any sweep still running at the end is stopped and awaited."""
-    from gui.main_window import MainWindow
+    from batchlab.gui.main_window import MainWindow
 
     monkeypatch.chdir(tmp_path)
     window = MainWindow(settings)
@@ -87,7 +87,7 @@ def tiny_sweep(qapp, tmp_path_factory):
     Session-scoped because each run starts TensorFlow in a fresh child (seconds on a small machine);
     tests assert on what was observed and reuse the finished run file.
     """
-    from gui.main_window import MainWindow
+    from batchlab.gui.main_window import MainWindow
 
     folder = tmp_path_factory.mktemp("tiny_sweep")
     window = MainWindow(QSettings(str(folder / "settings.ini"), QSettings.Format.IniFormat))

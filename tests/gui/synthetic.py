@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from core.events import make_event, now_iso
-from core.spec import build_spec
+from batchlab.core.events import make_event, now_iso
+from batchlab.core.spec import build_spec
 
 
 def sweep_events(batch_sizes=(16, 64, 256), statuses=None, epochs=2, samples=512, seed=0):
@@ -94,7 +93,7 @@ def sweep_events(batch_sizes=(16, 64, 256), statuses=None, epochs=2, samples=512
 
 def write_run_file(path, **kwargs) -> str:
     """A finished synthetic run file written by the real RunFileWriter."""
-    from core.runfile import RunFileWriter
+    from batchlab.core.runfile import RunFileWriter
 
     with RunFileWriter(path) as writer:
         for event in sweep_events(**kwargs):

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from gui.cpu_budget import CpuBudget
+from batchlab.gui.cpu_budget import CpuBudget
 
 
 class Clocks:

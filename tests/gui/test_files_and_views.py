@@ -5,14 +5,14 @@ from __future__ import annotations
 import csv
 import time
 
+from batchlab.core.runfile import RunFileWriter
+from batchlab.core.runfile.reader import read_run_file
+from batchlab.core.spec import build_spec
+from batchlab.gui.plot_style import COMPARE_STYLE, DIM_ALPHA
+from batchlab.gui.worker import SweepWorker
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from core.report import read_run_file
-from core.runfile import RunFileWriter
-from core.spec import build_spec
-from gui.plot_style import COMPARE_STYLE, DIM_ALPHA
-from gui.worker import SweepWorker
 from tests.gui.conftest import wait_until
 from tests.gui.synthetic import sweep_events, write_run_file
 

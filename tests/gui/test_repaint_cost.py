@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from gui.plot_style import TickGrid
-from gui.runs_table import RunsModel
-from gui.sweep_data import SweepData
+from batchlab.core.model import SweepData
+from batchlab.gui.plot_style import TickGrid
+from batchlab.gui.runs_table import RunsModel
+
 from tests.gui.synthetic import sweep_events
 
 
@@ -104,7 +105,7 @@ def test_step_curves_use_one_pixel_pens_and_epoch_curves_keep_theirs(main_window
 
 
 def test_plot_ticks_wait_longer_while_the_gui_thread_is_over_its_cpu_budget(main_window, monkeypatch):
-    import gui.main_window as mw
+    import batchlab.gui.main_window as mw
 
     w = main_window
     intervals = []
@@ -131,7 +132,7 @@ def test_a_real_budget_holds_plot_repaints_back_while_the_thread_is_busy(main_wi
     """Spend the GUI thread's CPU on required work: the next plot tick is refused by the real clocks."""
     import time
 
-    import gui.main_window as mw
+    import batchlab.gui.main_window as mw
 
     w = main_window
     intervals = []
@@ -149,7 +150,7 @@ def test_a_real_budget_holds_plot_repaints_back_while_the_thread_is_busy(main_wi
 
 
 def test_the_status_bar_shows_progress_at_most_every_status_interval(main_window, monkeypatch):
-    import gui.main_window as mw
+    import batchlab.gui.main_window as mw
 
     w = main_window
     shown = []

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from batchlab.core.runfile.reader import read_run_file
+from batchlab.gui.worker import TRAINING_NICENESS
 from PySide6.QtWidgets import QMessageBox
 
-from core.report import read_run_file
-from gui.worker import TRAINING_NICENESS
 from tests.gui.conftest import TINY, wait_until
 
 

@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from batchlab.core.presets import PRESETS
+from batchlab.core.spec import SpecError, build_spec
+from batchlab.gui.app import HEADLESS_HINT, broken_binding_message, run_app
 from PySide6.QtCore import QSettings
-
-from core.presets import PRESETS
-from core.spec import SpecError, build_spec
-from gui.app import HEADLESS_HINT, broken_binding_message, run_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,8 +24,8 @@ def test_window_opens_without_importing_tensorflow():
         "from PySide6.QtWidgets import QApplication\n"
         "from PySide6.QtCore import QSettings\n"
         "app = QApplication([])\n"
-        "from gui.main_window import MainWindow\n"
-        "import gui.worker, core.runner, core.report\n"
+        "from batchlab.gui.main_window import MainWindow\n"
+        "import batchlab.gui.worker, batchlab.core.sweep.runner, batchlab.core.runfile.reader\n"
         "w = MainWindow(QSettings(sys.argv[1], QSettings.Format.IniFormat))\n"
         "w.show(); app.processEvents()\n"
         "print(w.isVisible(), 'tensorflow' in sys.modules, 'keras' in sys.modules)\n"
@@ -140,7 +139,7 @@ def test_devices_from_the_child_fill_the_device_list(main_window):
 
 
 def test_settings_keep_geometry_splitters_and_last_spec(qtbot, tmp_path, monkeypatch):
-    from gui.main_window import MainWindow
+    from batchlab.gui.main_window import MainWindow
 
     monkeypatch.chdir(tmp_path)
     path = str(tmp_path / "settings.ini")

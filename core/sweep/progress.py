@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from core.spec import SweepSpec
+from batchlab.core.spec import SweepSpec
 
 BAR_WIDTH = 24
 REDRAW_SECONDS = 0.2  # at most five redraws a second

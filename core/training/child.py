@@ -13,8 +13,8 @@ import signal
 import sys
 from typing import Any
 
-from core.events import RUN_ENDED, log_event, make_event, now_iso
-from core.spec import RunSpec, SpecError, SweepSpec
+from batchlab.core.events import RUN_ENDED, log_event, make_event, now_iso
+from batchlab.core.spec import RunSpec, SpecError, SweepSpec
 
 PROBE_RESULT = "probe_result"
 PROBE_ERROR = "probe_error"
@@ -77,9 +77,8 @@ def describe_environment(tf) -> dict[str, Any]:
     """Versions and devices, as stored in every run file's root attributes."""
     import keras
     import psutil
-
-    from core import __version__
-    from core.memory import GpuProcessMemory
+    from batchlab.core import __version__
+    from batchlab.core.training.memory import GpuProcessMemory
 
     build = tf.sysconfig.get_build_info()
     devices = [
@@ -131,8 +130,8 @@ def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True) 
         if not check:
             conn.send({"type": PROBE_RESULT, "environment": environment})
             return
-        from core.datasets import load_dataset, prepare_arrays
-        from core.workloads import build_model
+        from batchlab.core.datasets import load_dataset, prepare_arrays
+        from batchlab.core.training.workloads import build_model
 
         data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
         build_model(spec.runs()[0], data)
@@ -160,7 +159,7 @@ def run_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: i
     try:
         _set_device_environment(run.sweep.device)
         tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
-        from core.trainer import train_run
+        from batchlab.core.training.trainer import train_run
 
         train_run(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name)
     except Exception as e:  # failures before training started; the sweep goes on with the next run

@@ -1,7 +1,7 @@
-"""Reading a run file back, and the per-run summary table the CLI prints.
+"""Reading a run file back into plain records (root attributes, spec, environment, runs, log).
 
 The reader opens files with HDF5 file locking off, so the GUI can read a file while the sweep's
-writer (in the same process, see core/runfile.py) has it open and has flushed.
+writer (in the same process, see core/runfile/writer.py) has it open and has flushed.
 """
 
 from __future__ import annotations
@@ -14,20 +14,8 @@ from typing import Any
 
 import h5py
 import numpy as np
-
-from core import __version__
-from core.runfile import FORMAT, FORMAT_VERSION, HDF5_SIGNATURE, RunFileError, _int_or
-
-MIB = 1 << 20
-MESSAGE_WIDTH = 60  # characters of a run's message shown in the table
-TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
-    ("batch_size", "batch", "{:d}"),
-    ("seed", "seed", "{:d}"),
-    ("final_loss", "final loss", "{:.4g}"),
-    ("total_time", "time (s)", "{:.1f}"),
-    ("samples_per_s", "samples/s", "{:.0f}"),
-    ("peak_memory_bytes", "peak mem (MiB)", "{:.1f}"),
-)
+from batchlab.core import __version__
+from batchlab.core.runfile.format import FORMAT, FORMAT_VERSION, HDF5_SIGNATURE, RunFileError, int_or
 
 
 def _native(value: Any) -> Any:
@@ -157,9 +145,9 @@ def _read_table(group: h5py.Group | None) -> dict[str, np.ndarray]:
 def _read_run(group: h5py.Group) -> RunRecord:
     attrs = {k: _native(v) for k, v in group.attrs.items()}
     return RunRecord(
-        index=_int_or(attrs.get("index")),
-        batch_size=_int_or(attrs.get("batch_size")),
-        seed=_int_or(attrs.get("seed")),
+        index=int_or(attrs.get("index")),
+        batch_size=int_or(attrs.get("batch_size")),
+        seed=int_or(attrs.get("seed")),
         status=str(attrs.get("status", "pending")),
         message=str(attrs.get("message", "")),
         attrs=attrs,
@@ -195,7 +183,7 @@ def read_run_file(path: str | Path) -> SweepRecord:
                 f"{path} is an HDF5 file but not a BatchLab run file (its root has no format='{FORMAT}' "
                 "attribute); expected a file written by a BatchLab sweep"
             )
-        version = _int_or(attrs.get("format_version"))
+        version = int_or(attrs.get("format_version"))
         if version < 1:
             raise RunFileError(
                 f"{path} has no valid format_version attribute at its root (found "
@@ -223,71 +211,3 @@ def read_run_file(path: str | Path) -> SweepRecord:
         path=path,
         log=log,
     )
-
-
-# ---------------------------------------------------------------------- summary
-
-
-def summary_rows(record: SweepRecord, writer_gone: bool = False) -> list[dict[str, Any]]:
-    """One dict per run: index, batch_size, seed, status, final_loss, total_time (s),
-    samples_per_s, peak_memory_bytes (-1 unknown) and message.
-
-    With `writer_gone`, runs the file still calls "running" are reported as "interrupted".
-    """
-    rows = []
-    for run in record.runs:
-        status = status_if_writer_gone(run.status) if writer_gone else run.status
-        rows.append(
-            {
-                "index": run.index,
-                "batch_size": run.batch_size,
-                "seed": run.seed,
-                "status": status,
-                "final_loss": run.final_loss,
-                "total_time": run.total_time,
-                "samples_per_s": run.samples_per_s,
-                "peak_memory_bytes": run.peak_memory_bytes,
-                "message": run.message,
-            }
-        )
-    return rows
-
-
-def _cell(key: str, value: Any, fmt: str) -> str:
-    """A number as text; NaN, None and the -1 "not available" marker show as "-"."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if key in ("batch_size", "seed", "peak_memory_bytes") and value < 0:
-        return "-"
-    if key == "peak_memory_bytes":
-        value = value / MIB
-    return fmt.format(value)
-
-
-def _status_cell(status: str, message: str) -> str:
-    """The status; for anything but "ok", followed by the message's first line, shortened."""
-    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
-    if status == "ok" or not lines:
-        return status
-    text = lines[0]
-    if len(text) > MESSAGE_WIDTH:
-        text = text[: MESSAGE_WIDTH - 3] + "..."
-    return f"{status}: {text}"
-
-
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """Plain-text table of summary_rows(), one line per run, for terminals and logs."""
-    header = [h for _, h, _ in TABLE_COLUMNS] + ["status"]
-    body = [
-        [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
-        + [_status_cell(str(row.get("status", "")), row.get("message", ""))]
-        for row in rows
-    ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    last = len(header) - 1
-
-    def line(cells: list[str]) -> str:
-        parts = [c.rjust(w) if i < last else c for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join(line(cells) for cells in [header, *body])

@@ -7,9 +7,8 @@ from typing import Any
 
 import keras
 import numpy as np
+from batchlab.core.spec import RunSpec, SpecError
 from keras import layers, ops
-
-from core.spec import RunSpec, SpecError
 
 # Keras's own defaults, used when the spec gives no learning rate.
 _OPTIMIZER_CLASSES = {

@@ -12,7 +12,7 @@ appends to open (their chunks then reach the disk only at a flush) and turns off
 freed file space (``fs_strategy="none"``), so rewritten chunks go to fresh space and the last
 flushed data stays readable. The price is a little dead space per flush.
 
-Reading and summarising a file is core/report.py.
+Reading a file is core/runfile/reader.py; its format constants are core/runfile/format.py.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from typing import Any
 
 import h5py
 import numpy as np
-
-from core import __version__
-from core.events import (
+from batchlab.core import __version__
+from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
     LOG,
@@ -40,12 +39,9 @@ from core.events import (
     Column,
     now_iso,
 )
-from core.spec import SpecError
+from batchlab.core.runfile.format import FILE_SUFFIXES, FORMAT, FORMAT_VERSION, int_or, run_group_name
+from batchlab.core.spec import SpecError
 
-FORMAT = "batchlab-sweep"
-FORMAT_VERSION = 1
-FILE_SUFFIXES = (".h5", ".hdf5")
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 STEP_CHUNK = 1024  # rows per chunk: small enough that an epoch flush recompresses little (files ~45% smaller than 4096)
 EPOCH_CHUNK = 64
 LOG_CHUNK = 256
@@ -56,18 +52,6 @@ RESERVED_ROOT_ATTRS = frozenset(
     ("format", "format_version", "created", "updated", "status", "message", "started", "ended")
     + ("app_version", "spec", "environment")
 )
-
-
-class RunFileError(SpecError):
-    """A file the user named is not a run file BatchLab can read; the message says which and why."""
-
-    def __init__(self, message: str):
-        super().__init__("file", message)
-
-
-def run_group_name(index: int) -> str:
-    """Name of a run's group under /runs, e.g. run_007."""
-    return f"run_{index:03d}"
 
 
 def _missing(dtype: str) -> float | int:
@@ -98,13 +82,6 @@ def _append(dataset: h5py.Dataset, values: np.ndarray) -> None:
     start = dataset.shape[0]
     dataset.resize((start + len(values),))
     dataset[start:] = values
-
-
-def _int_or(value: Any, default: int = -1) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
 
 
 def _float_or_nan(value: Any) -> float:
@@ -228,8 +205,8 @@ class RunFileWriter:
             group.attrs.update(
                 {
                     "index": index,
-                    "batch_size": _int_or(batch_size),
-                    "seed": _int_or(seed),
+                    "batch_size": int_or(batch_size),
+                    "seed": int_or(seed),
                     "status": "pending",
                     "message": "",
                 }
@@ -315,16 +292,16 @@ class RunFileWriter:
         attrs = self._run_group(index).attrs
         for key in ("batch_size", "seed", "nice"):
             if event.get(key) is not None:
-                attrs[key] = _int_or(event[key])
+                attrs[key] = int_or(event[key])
         attrs.update(
             {
                 "status": "running",
                 "message": "",
-                "pid": _int_or(event.get("pid")),
+                "pid": int_or(event.get("pid")),
                 "device": str(event.get("device") or ""),
-                "steps_per_epoch": _int_or(event.get("steps_per_epoch")),
-                "epochs": _int_or(event.get("epochs")),
-                "samples": _int_or(event.get("samples")),
+                "steps_per_epoch": int_or(event.get("steps_per_epoch")),
+                "epochs": int_or(event.get("epochs")),
+                "samples": int_or(event.get("samples")),
                 "started": str(event.get("started") or now_iso()),
             }
         )
@@ -385,15 +362,3 @@ class RunFileWriter:
             }
         )
         self.flush()
-
-
-# The reading side lives in core/report.py; these names stay importable from here.
-_READER_NAMES = ("RunRecord", "SweepRecord", "read_run_file", "status_if_writer_gone")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _READER_NAMES:
-        from core import report  # imported late: report imports this module's format constants
-
-        return getattr(report, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from core import events as ev
+from batchlab.core import events as ev
 
 FAILED_STATUSES = ("oom", "diverged", "crashed", "error")
 _versions = itertools.count(1)
@@ -211,7 +210,7 @@ class SweepData:
 
     @classmethod
     def from_record(cls, record: Any, label: str = "", path: str | None = None) -> SweepData:
-        """Build from core.runfile's SweepRecord (a file on disk, finished or still being written)."""
+        """Build from batchlab.core.runfile's SweepRecord (a file on disk, finished or still being written)."""
         data = cls(label=label, path=path)
         data.spec = dict(getattr(record, "spec", {}) or {})
         data.environment = dict(getattr(record, "environment", {}) or {})

@@ -16,12 +16,11 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-
-from core import memory
-from core.datasets import load_dataset, prepare_arrays
-from core.events import EPOCH_ENDED, RUN_ENDED, RUN_STARTED, STEPS, log_event, make_event, now_iso
-from core.spec import RunSpec
-from core.workloads import build_model
+from batchlab.core.datasets import load_dataset, prepare_arrays
+from batchlab.core.events import EPOCH_ENDED, RUN_ENDED, RUN_STARTED, STEPS, log_event, make_event, now_iso
+from batchlab.core.spec import RunSpec
+from batchlab.core.training import memory
+from batchlab.core.training.workloads import build_model
 
 Emit = Callable[[dict[str, Any]], None]
 STEP_FLUSH_SECONDS = 0.25  # how often step records are sent to the parent

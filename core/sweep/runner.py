@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.child import PROBE_ERROR, PROBE_RESULT, probe_main, run_main
-from core.events import RUN_ENDED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
-from core.spec import RunSpec, SpecError, SweepSpec
+from batchlab.core.events import RUN_ENDED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
+from batchlab.core.spec import RunSpec, SpecError, SweepSpec
+from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main, run_main
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -90,7 +90,7 @@ class SweepRunner:
         """Check data and model in a probe child and return the environment; SpecError if bad."""
         if self.environment is None:
             if not self.spec.data.startswith("keras:"):
-                from core.datasets import load_dataset, prepare_arrays
+                from batchlab.core.datasets import load_dataset, prepare_arrays
 
                 prepare_arrays(
                     load_dataset(self.spec.data), self.spec.workload, self.spec.samples, self.spec.val_samples
@@ -210,7 +210,7 @@ def _probe(ctx, spec: SweepSpec, log_path: Path, check: bool) -> dict[str, Any]:
 
 def probe_environment(device: str = "auto") -> dict[str, Any]:
     """Versions and the devices TensorFlow sees (for `info` and the GUI's device list)."""
-    from core.spec import build_spec
+    from batchlab.core.spec import build_spec
 
     spec = build_spec({"device": device})
     ctx = multiprocessing.get_context("spawn")
@@ -232,7 +232,7 @@ def run_sweep(
     file created for a sweep that never started is removed again. `on_preflight` is called
     once the cheap checks passed, before the (slow) probe child starts.
     """
-    from core.runfile import RunFileWriter
+    from batchlab.core.runfile import RunFileWriter
 
     runner = runner or SweepRunner(spec)
 

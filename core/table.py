@@ -1,0 +1,84 @@
+"""The per-run summary table that `batchlab sweep` and `batchlab report` print (and --json gives as rows)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from batchlab.core.runfile.reader import SweepRecord, status_if_writer_gone
+
+MIB = 1 << 20
+MESSAGE_WIDTH = 60  # characters of a run's message shown in the table
+TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
+    ("batch_size", "batch", "{:d}"),
+    ("seed", "seed", "{:d}"),
+    ("final_loss", "final loss", "{:.4g}"),
+    ("total_time", "time (s)", "{:.1f}"),
+    ("samples_per_s", "samples/s", "{:.0f}"),
+    ("peak_memory_bytes", "peak mem (MiB)", "{:.1f}"),
+)
+
+
+def summary_rows(record: SweepRecord, writer_gone: bool = False) -> list[dict[str, Any]]:
+    """One dict per run: index, batch_size, seed, status, final_loss, total_time (s),
+    samples_per_s, peak_memory_bytes (-1 unknown) and message.
+
+    With `writer_gone`, runs the file still calls "running" are reported as "interrupted".
+    """
+    rows = []
+    for run in record.runs:
+        status = status_if_writer_gone(run.status) if writer_gone else run.status
+        rows.append(
+            {
+                "index": run.index,
+                "batch_size": run.batch_size,
+                "seed": run.seed,
+                "status": status,
+                "final_loss": run.final_loss,
+                "total_time": run.total_time,
+                "samples_per_s": run.samples_per_s,
+                "peak_memory_bytes": run.peak_memory_bytes,
+                "message": run.message,
+            }
+        )
+    return rows
+
+
+def _cell(key: str, value: Any, fmt: str) -> str:
+    """A number as text; NaN, None and the -1 "not available" marker show as "-"."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if key in ("batch_size", "seed", "peak_memory_bytes") and value < 0:
+        return "-"
+    if key == "peak_memory_bytes":
+        value = value / MIB
+    return fmt.format(value)
+
+
+def _status_cell(status: str, message: str) -> str:
+    """The status; for anything but "ok", followed by the message's first line, shortened."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    if status == "ok" or not lines:
+        return status
+    text = lines[0]
+    if len(text) > MESSAGE_WIDTH:
+        text = text[: MESSAGE_WIDTH - 3] + "..."
+    return f"{status}: {text}"
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Plain-text table of summary_rows(), one line per run, for terminals and logs."""
+    header = [h for _, h, _ in TABLE_COLUMNS] + ["status"]
+    body = [
+        [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
+        + [_status_cell(str(row.get("status", "")), row.get("message", ""))]
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    last = len(header) - 1
+
+    def line(cells: list[str]) -> str:
+        parts = [c.rjust(w) if i < last else c for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join(line(cells) for cells in [header, *body])
