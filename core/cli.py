@@ -44,6 +44,8 @@ SWEEP_OPTIONS = (
     ("--momentum", "momentum", "momentum for sgd and rmsprop"),
     ("--seeds", "seeds", "comma-separated seeds; each batch size runs once per seed"),
     ("--device", "device", "auto (default), cpu or gpu:N"),
+    ("--loop", "loop", "loop (default: BatchLab's loop, every step timed) or fit (model.fit, timed as fit sees it)"),
+    ("--sync", "sync", "every_step (default) or sampled: how often the loop waits for the device to time a step"),
 )
 
 

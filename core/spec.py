@@ -58,6 +58,8 @@ class SweepSpec:
     seeds: tuple[int, ...] = (0,)
     shuffle: bool = False
     device: str = "auto"
+    loop: str = "loop"  # training engine: BatchLab's instrumented loop, or model.fit with a timing callback
+    sync: str = "every_step"  # instrumented loop: sync the device after every step, or only on sampled steps
 
     @property
     def epochs(self) -> int:
@@ -256,6 +258,20 @@ def parse_device(value: Any) -> str:
     raise SpecError("device", f"{value!r} is not known; {what}")
 
 
+LOOPS = ("loop", "fit")
+SYNC_MODES = ("every_step", "sampled")
+
+
+def parse_loop(value: Any) -> str:
+    """`loop` (BatchLab's instrumented loop, every step timed) or `fit` (the model's own fit, epochs timed)."""
+    return _choice("loop", value, LOOPS)
+
+
+def parse_sync(value: Any) -> str:
+    """How often the instrumented loop waits for the device: `every_step` or `sampled` steps only."""
+    return _choice("sync", str(value).strip().replace("-", "_"), SYNC_MODES)
+
+
 def parse_data(value: Any) -> str:
     """`bundled`, `keras:NAME`, or a path to an existing .npz / .h5 file."""
     text = "bundled" if _blank(value) else str(value).strip()
@@ -305,6 +321,8 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "seeds": parse_seeds,
     "shuffle": parse_shuffle,
     "device": parse_device,
+    "loop": parse_loop,
+    "sync": parse_sync,
 }
 
 
