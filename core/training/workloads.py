@@ -143,7 +143,7 @@ def _user_model(run: RunSpec, data):
     if out_shape == in_shape:
         y_train, y_val, metrics = x_train, x_val, []
     else:
-        y_train, y_val = _labels_for(model, loss, data, out_shape, notes)
+        y_train, y_val = _labels_for(loss, data, out_shape, notes)
         metrics = ["accuracy"]
     if spec.optimizer == "model":
         if model.optimizer is None:
@@ -154,11 +154,107 @@ def _user_model(run: RunSpec, data):
         optimizer = model.optimizer.__class__.from_config(config)
     else:
         optimizer = make_optimizer(spec.optimizer, spec.lr, spec.momentum)
-    model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
+    settings, setting_notes = compile_settings(model, spec.loop)
+    notes += setting_notes
+    notes += _metrics_note(model, metrics)
+    model.compile(optimizer=optimizer, loss=loss, metrics=metrics, **settings)
     return model, x_train, y_train, x_val, y_val, notes
 
 
-def _labels_for(model, loss, data, out_shape: tuple, notes: list[str]):
+# ---------------------------------------------------------------- the user's compile settings
+
+
+def compile_settings(model: keras.Model, engine: str) -> tuple[dict[str, Any], list[str]]:
+    """The compile arguments a loaded model was saved with that change how it trains (not what it
+    learns), as `engine` ("loop" or "fit") can honour them, and one log line per setting that differs
+    from Keras's default: kept, or overridden and why."""
+    saved = {
+        "jit_compile": bool(model.jit_compile),
+        "steps_per_execution": int(getattr(model, "steps_per_execution", 1) or 1),
+        "run_eagerly": bool(model.run_eagerly),
+    }
+    settings = dict(saved)
+    notes = []
+    if saved["jit_compile"]:
+        notes.append("jit_compile=True kept from the model file: the train step is compiled with XLA")
+    spe = saved["steps_per_execution"]
+    if spe > 1 and engine == "fit":
+        notes.append(
+            f"steps_per_execution={spe} kept from the model file: fit runs {spe} steps per call and reports the "
+            f"loss once per call, so the {spe} step rows of a call hold that call's mean loss"
+        )
+    elif spe > 1:
+        settings["steps_per_execution"] = 1
+        notes.append(
+            f"steps_per_execution={spe} from the model file is overridden: the instrumented loop runs one step per "
+            f"execution so that every step is timed on its own; use --loop fit to train with {spe} steps per execution"
+        )
+    if saved["run_eagerly"] and engine == "fit":
+        notes.append("run_eagerly=True kept from the model file: fit runs the train step eagerly (slow)")
+    elif saved["run_eagerly"]:
+        settings["run_eagerly"] = False
+        notes.append(
+            "run_eagerly=True from the model file is overridden: the instrumented loop compiles the train step with "
+            "tf.function; use --loop fit to train eagerly"
+        )
+    return settings, notes
+
+
+def _metrics_note(model: keras.Model, metrics: list[str]) -> list[str]:
+    saved = model.get_compile_config().get("metrics") if model.compiled else None
+    names = [_object_name(m) for m in (saved if isinstance(saved, (list, tuple)) else [saved] if saved else [])]
+    if not names or names == list(metrics):
+        return []
+    computed = ", ".join(metrics) if metrics else "only the loss"
+    return [f"the model file's metrics ({', '.join(names)}) are not computed; BatchLab computes {computed}"]
+
+
+def _object_name(obj: Any) -> str:
+    """A readable name for a serialized Keras object: a string, or a config dict as get_compile_config gives it."""
+    if isinstance(obj, dict):
+        config = obj.get("config")
+        return str(config.get("name") if isinstance(config, dict) else config or obj.get("class_name"))
+    return str(obj)
+
+
+# ---------------------------------------------------------------- labels for the user's loss
+
+
+def loss_kind(loss: Any) -> tuple[str, str]:
+    """(name, kind) of a compiled loss: kind is "sparse" (integer labels), "binary", "categorical" or "other".
+
+    Read from what the loss is, not its Python type: a loss function's type is just `function`, a
+    string may be an alias, and a Loss object's `name` is whatever the user called it. So the kind
+    comes from the resolved function's registered name and the Loss class, the name from the user's.
+    """
+    name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(loss, "__name__", None)
+    resolved = loss
+    if isinstance(loss, str):
+        try:
+            resolved = keras.losses.get(loss)
+        except (ValueError, TypeError):
+            resolved = None
+    identity = [loss] if isinstance(loss, str) else []
+    if isinstance(resolved, keras.losses.Loss):
+        identity += [type(resolved).__name__, keras.saving.get_registered_name(type(resolved))]
+        fn = getattr(resolved, "fn", None)  # a LossFunctionWrapper names the function it wraps
+        identity.append(getattr(fn, "__name__", ""))
+    elif callable(resolved):
+        identity += [getattr(resolved, "__name__", ""), keras.saving.get_registered_name(resolved)]
+    text = " ".join(str(i) for i in identity).lower()
+    if "sparse" in text:
+        kind = "sparse"
+    elif "binary" in text:
+        kind = "binary"
+    elif "categorical" in text:
+        kind = "categorical"
+    else:
+        kind = "other"
+    return str(name or type(loss).__name__), kind
+
+
+def _labels_for(loss, data, out_shape: tuple, notes: list[str]):
+    """Labels shaped for the loss: integers for sparse losses, 0/1 columns for one output, else one-hot."""
     if not data.has_labels:
         raise SpecError(
             "data",
@@ -169,16 +265,24 @@ def _labels_for(model, loss, data, out_shape: tuple, notes: list[str]):
             "model_file", f"output shape {out_shape} is not supported; use a (classes,) output or an autoencoder"
         )
     units = out_shape[0]
+    name, kind = loss_kind(loss)
     top = int(max(data.y_train.max(), data.y_val.max() if data.y_val is not None else 0))
+    if units == 1:
+        if kind == "binary" and top > 1:
+            raise SpecError("data", f"labels go up to {top} but the model's {name} loss needs labels 0 or 1")
+        notes.append(f"labels given as one float column for the model's single output ({name} loss)")
+
+        def column(y):
+            return None if y is None else y.astype("float32").reshape(-1, 1)
+
+        return column(data.y_train), column(data.y_val)
     if top >= units:
         raise SpecError(
             "data",
             f"labels go up to {top} but the model has {units} outputs; labels must be 0 to {units - 1}",
         )
-    loss_name = loss if isinstance(loss, str) else getattr(loss, "name", type(loss).__name__)
-    one_hot = "categorical" in str(loss_name).lower() and "sparse" not in str(loss_name).lower()
-    if not one_hot:
+    if kind == "sparse":
         return data.y_train, data.y_val
-    notes.append(f"labels one-hot encoded to {units} classes for the model's {loss_name} loss")
+    notes.append(f"labels one-hot encoded to {units} classes for the model's {name} loss (it compares whole rows)")
     eye = np.eye(units, dtype="float32")
     return eye[data.y_train], (eye[data.y_val] if data.y_val is not None else None)
