@@ -10,18 +10,19 @@ import argparse
 import json
 import signal
 import sys
-from datetime import datetime
+import threading
 from pathlib import Path
 from typing import Any
 
-from batchlab.core.presets import PRESETS
-from batchlab.core.spec import FIELD_PARSERS, SpecError, build_spec
+from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_file
+from batchlab.core.presets import DEFAULT_PRESET, PRESETS
+from batchlab.core.spec import FIELD_PARSERS, OPTIMIZERS, SpecError, build_spec
 from batchlab.core.sweep.progress import ProgressPrinter
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-DEFAULT_OUT_DIR = "runs"
+INTERRUPT_POLL_SECONDS = 0.05  # how soon the watcher acts on a Ctrl-C
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,18 +32,18 @@ class _Parser(argparse.ArgumentParser):
 
 # (option, spec field, help); every value is parsed by core.spec, never here.
 SWEEP_OPTIONS = (
-    ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default mnist-autoencoder)"),
+    ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default {DEFAULT_PRESET})"),
     ("--workload", "workload", "autoencoder, cnn, mlp or keras-file (default: the preset's)"),
-    ("--model", "model_file", "a .keras model file (loaded in safe mode) for the keras-file workload"),
+    ("--model", "model_file", "a .keras model file (loaded in safe mode) for the keras-file workload; ~ allowed"),
     ("--data", "data", "bundled (default), keras:mnist, keras:fashion_mnist, keras:cifar10, or a .npz/.h5 file"),
     ("--samples", "samples", "training samples used, the first N of the data"),
-    ("--val-samples", "val_samples", "validation samples from the test split (0 = no validation)"),
+    ("--val-samples", "val_samples", "validation samples from the test split (0 = none; data without one: a warning)"),
     ("--epochs", "epochs", "epochs per run"),
     ("--batch-sizes", "batch_sizes", "comma-separated, e.g. 8,16,32"),
-    ("--optimizer", "optimizer", "adam, sgd, rmsprop, adagrad, adamw, nadam, adadelta, or model (the file's)"),
-    ("--lr", "lr", "learning rate (default: the preset's)"),
+    ("--optimizer", "optimizer", f"{', '.join(OPTIMIZERS)} (model: the .keras file's own)"),
+    ("--lr", "lr", "learning rate (default: the preset's; \"\" = the optimizer's own default)"),
     ("--momentum", "momentum", "momentum for sgd and rmsprop"),
-    ("--seeds", "seeds", "comma-separated seeds; each batch size runs once per seed"),
+    ("--seeds", "seeds", "comma-separated seeds from 0 to 2**32-1; each batch size runs once per seed"),
     ("--device", "device", "auto (default), cpu or gpu:N"),
     ("--loop", "loop", "loop (default: BatchLab's loop, every step timed) or fit (model.fit, timed as fit sees it)"),
     ("--sync", "sync", "every_step (default) or sampled: how often the loop waits for the device to time a step"),
@@ -70,11 +71,45 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _default_out(preset: str) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    folder = Path(DEFAULT_OUT_DIR)
-    folder.mkdir(exist_ok=True)
-    return folder / f"{preset}-{stamp}.h5"
+class _Interrupts:
+    """Ctrl-C during a sweep: the first stops after the current step, the second kills the current run.
+
+    The signal handler only counts. It runs between any two bytecodes of the main thread, which may
+    hold the progress printer's or the runner's lock at that moment, so acting there could deadlock;
+    a watcher thread acts on the count instead.
+    """
+
+    def __init__(self, runner, progress: ProgressPrinter):
+        self.runner = runner
+        self.progress = progress
+        self.count = 0  # written only by the handler
+        self._acted = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="batchlab-ctrl-c", daemon=True)
+
+    def on_signal(self, signum, frame) -> None:
+        self.count += 1
+
+    def __enter__(self) -> _Interrupts:
+        self._previous = signal.signal(signal.SIGINT, self.on_signal)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._done.wait(INTERRUPT_POLL_SECONDS):
+            while self._acted < self.count:
+                self._acted += 1
+                if self._acted == 1:
+                    self.progress.note("stopping after the current step (Ctrl-C again to kill it)")
+                    self.runner.stop()
+                else:
+                    self.progress.note("killing the current run")
+                    self.runner.kill_current()
 
 
 def _print_table(path: Path) -> None:
@@ -90,32 +125,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
     values["shuffle"] = args.shuffle
     spec = build_spec(values)
-    out = Path(args.out) if args.out else _default_out(spec.preset)
+    if args.out:
+        out = check_run_file(args.out, overwrite=args.overwrite)
+    else:
+        out = check_run_file(default_run_file(spec.preset), create_folder=True)
     runner = SweepRunner(spec)
     progress = ProgressPrinter(spec, stream=sys.stderr, enabled=not args.quiet)
-
-    def on_sigint(signum, frame):
-        if runner.stop_requested:
-            progress.note("killing the current run")
-            runner.kill_current()
-        else:
-            progress.note("stopping after the current step (Ctrl-C again to kill it)")
-            runner.stop()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        status = run_sweep(
-            spec,
-            out,
-            sink=progress.handle,
-            overwrite=args.overwrite,
-            runner=runner,
-            on_preflight=lambda: progress.note(
-                f"checking data and model for {len(spec.runs())} runs (starting TensorFlow)"
-            ),
-        )
+        with _Interrupts(runner, progress):
+            status = run_sweep(
+                spec,
+                out,
+                sink=progress.handle,
+                overwrite=args.overwrite,
+                runner=runner,
+                on_preflight=lambda: progress.note(
+                    f"checking data and model for {len(spec.runs())} runs (starting TensorFlow)"
+                ),
+            )
     finally:
-        signal.signal(signal.SIGINT, previous)
         progress.close()
     print(f"run file: {out}")
     _print_table(out)

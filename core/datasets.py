@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import h5py
 import numpy as np
 from batchlab.core.presets import WORKLOADS
-from batchlab.core.spec import KERAS_DATASETS, SpecError
+from batchlab.core.spec import BUNDLED_DATA, KERAS_PREFIX, NPZ_SUFFIXES, SpecError, parse_data
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_FILE = REPO_ROOT / "resources" / "mnist_subset.npz"
+# The installed package keeps the repository's layout: batchlab/core/ beside batchlab/resources/
+# (package data in the wheel, the folder itself in a clone).
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_FILE = PACKAGE_ROOT / "resources" / "mnist_subset.npz"
 BUNDLED_NAME = "bundled MNIST subset"
 ARRAY_KEYS = ("x_train", "y_train", "x_test", "y_test")
-NPZ_SUFFIXES = (".npz",)
-HDF5_SUFFIXES = (".h5", ".hdf5")
 NUMERIC_KINDS = "iuf"  # signed/unsigned integers and floats; no bool, complex, strings or objects
 PIXEL_MAX = 255.0  # integer pixels are scaled by this into [0, 1]
 FLAT_WORKLOADS = ("autoencoder", "mlp")
@@ -77,6 +77,33 @@ class PreparedData:
     has_labels: bool
     target_is_input: bool
 
+    def probe_sample(self) -> PreparedData:
+        """A few rows per split, enough for the probe child to build and check the model: the first row
+        and the row with the largest label, so the model's checks see the label range the data has."""
+
+        def rows(x: np.ndarray | None, y: np.ndarray | None):
+            if x is None:
+                return None, None
+            keep = {0}
+            if y is not None and y.ndim == 1 and len(y):
+                keep.add(int(np.argmax(y)))
+            index = sorted(keep)
+            return x[index], (None if y is None else y[index])
+
+        x_train, y_train = rows(self.x_train, self.y_train)
+        x_val, y_val = rows(self.x_val, self.y_val)
+        return replace(self, x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val)
+
+
+def validation_note(dataset: Dataset, val_samples: int) -> str | None:
+    """Why no validation will run though `val_samples` asks for it (the data has no test split); None if it will."""
+    if val_samples > 0 and dataset.x_test is None:
+        return (
+            f"val_samples={val_samples} is ignored: dataset '{dataset.name}' has no test split (x_test), "
+            "so runs are not validated; add x_test (and y_test) to the file to validate"
+        )
+    return None
+
 
 def bundled_path() -> Path:
     """The MNIST subset shipped with BatchLab (10,000 train, 2,000 test images, uint8)."""
@@ -86,36 +113,34 @@ def bundled_path() -> Path:
 # ---------------------------------------------------------------- loading
 
 
+def _checked_source(source: str) -> str:
+    """The source as core.spec.parse_data accepts it (the one check of names, suffixes and existence)."""
+    try:
+        return parse_data(source)
+    except SpecError as e:
+        raise DataError(e.message) from None
+
+
 def load_dataset(source: str) -> Dataset:
-    """Load and check "bundled", "keras:NAME" or a path to a .npz / .h5 / .hdf5 file."""
-    text = str(source).strip()
-    if text == "bundled":
+    """Load and check "bundled", "keras:NAME" or a path to a .npz / .h5 / .hdf5 file (~ expanded)."""
+    text = _checked_source(source)
+    if text == BUNDLED_DATA:
         if not bundled_path().is_file():
             raise DataError(
                 f"the bundled file '{bundled_path()}' is missing; regenerate it with "
                 "python resources/make_mnist_subset.py or use --data my.npz"
             )
         return _validated(BUNDLED_NAME, f"the bundled file '{bundled_path()}'", _read_npz(bundled_path()))
-    if text.startswith("keras:"):
-        return load_keras_dataset(text[len("keras:") :])
-    path = Path(text).expanduser()
-    suffix = path.suffix.lower()
-    if suffix not in NPZ_SUFFIXES + HDF5_SUFFIXES:
-        raise DataError(
-            f"{text!r} is not a data source; use bundled, keras:mnist, keras:fashion_mnist, "
-            "keras:cifar10, or a .npz/.h5/.hdf5 file with x_train and y_train"
-        )
-    if not path.is_file():
-        raise DataError(f"file '{path}' does not exist; {FILE_HINT}")
-    arrays = _read_npz(path) if suffix in NPZ_SUFFIXES else _read_hdf5(path)
+    if text.startswith(KERAS_PREFIX):
+        return load_keras_dataset(text[len(KERAS_PREFIX) :])
+    path = Path(text)
+    arrays = _read_npz(path) if path.suffix.lower() in NPZ_SUFFIXES else _read_hdf5(path)
     return _validated(path.stem, f"file '{path}'", arrays)
 
 
 def load_keras_dataset(name: str) -> Dataset:
     """Load keras.datasets.NAME (cached in ~/.keras/datasets, downloaded on first use) and check it."""
-    if name not in KERAS_DATASETS:
-        allowed = ", ".join(f"keras:{n}" for n in KERAS_DATASETS)
-        raise DataError(f"'keras:{name}' is not a Keras dataset BatchLab knows; choose {allowed}")
+    _checked_source(f"{KERAS_PREFIX}{name}")
     try:
         import keras  # deferred: only the training child process may import TensorFlow/Keras
     except ImportError as e:

@@ -6,8 +6,22 @@ from dataclasses import dataclass
 from typing import Any
 
 WORKLOADS = ("autoencoder", "cnn", "mlp", "keras-file")
+DEFAULT_PRESET = "mnist-autoencoder"
 
 POWERS_OF_TWO_8_TO_512 = (8, 16, 32, 64, 128, 256, 512)
+POWERS_OF_TWO_16_TO_1024 = (16, 32, 64, 128, 256, 512, 1024)
+
+# Settings every preset starts from; a preset lists only what it changes.
+COMMON_DEFAULTS: dict[str, Any] = {
+    "model_file": None,
+    "data": "bundled",
+    "budget_unit": "epochs",
+    "momentum": 0.0,
+    "seeds": (0,),
+    "device": "auto",
+    "loop": "loop",
+    "sync": "every_step",
+}
 
 
 @dataclass(frozen=True)
@@ -29,19 +43,15 @@ PRESETS: dict[str, Preset] = {
                 "over the 784 pixels; 5,000 fixed samples, 10 epochs, batches as consecutive slices."
             ),
             defaults={
+                **COMMON_DEFAULTS,
                 "workload": "autoencoder",
-                "data": "bundled",
                 "samples": 5000,
                 "val_samples": 1000,
-                "budget_unit": "epochs",
                 "epochs": 10,
                 "batch_sizes": POWERS_OF_TWO_8_TO_512,
                 "optimizer": "adam",
                 "lr": 0.001,
-                "momentum": 0.0,
-                "seeds": (0,),
                 "shuffle": False,
-                "device": "auto",
             },
         ),
         Preset(
@@ -52,19 +62,16 @@ PRESETS: dict[str, Preset] = {
                 "log-softmax; SGD lr 0.02, momentum 0.5; shuffled batches."
             ),
             defaults={
+                **COMMON_DEFAULTS,
                 "workload": "cnn",
-                "data": "bundled",
                 "samples": 10000,
                 "val_samples": 2000,
-                "budget_unit": "epochs",
                 "epochs": 3,
-                "batch_sizes": (16, 32, 64, 128, 256, 512, 1024),
+                "batch_sizes": POWERS_OF_TWO_16_TO_1024,
                 "optimizer": "sgd",
                 "lr": 0.02,
                 "momentum": 0.5,
-                "seeds": (0,),
                 "shuffle": True,
-                "device": "auto",
             },
         ),
         Preset(
@@ -72,19 +79,15 @@ PRESETS: dict[str, Preset] = {
             title="MNIST MLP classifier",
             description="784-256-10 ReLU classifier, softmax cross-entropy, Adam lr 0.001; shuffled batches.",
             defaults={
+                **COMMON_DEFAULTS,
                 "workload": "mlp",
-                "data": "bundled",
                 "samples": 10000,
                 "val_samples": 2000,
-                "budget_unit": "epochs",
                 "epochs": 5,
-                "batch_sizes": (16, 32, 64, 128, 256, 512, 1024),
+                "batch_sizes": POWERS_OF_TWO_16_TO_1024,
                 "optimizer": "adam",
                 "lr": 0.001,
-                "momentum": 0.0,
-                "seeds": (0,),
                 "shuffle": True,
-                "device": "auto",
             },
         ),
         Preset(
@@ -95,19 +98,15 @@ PRESETS: dict[str, Preset] = {
                 "compiled loss and optimizer unless you name another optimizer."
             ),
             defaults={
+                **COMMON_DEFAULTS,
                 "workload": "keras-file",
-                "data": "bundled",
                 "samples": 5000,
                 "val_samples": 1000,
-                "budget_unit": "epochs",
                 "epochs": 5,
                 "batch_sizes": (16, 32, 64, 128, 256),
                 "optimizer": "model",
                 "lr": None,
-                "momentum": 0.0,
-                "seeds": (0,),
                 "shuffle": True,
-                "device": "auto",
             },
         ),
     )
@@ -115,5 +114,5 @@ PRESETS: dict[str, Preset] = {
 
 
 def preset_defaults(name: str) -> dict[str, Any]:
-    """The field values a preset starts from (a copy: callers may change it)."""
+    """Every spec field's value as the preset sets it (a copy: callers may change it)."""
     return dict(PRESETS[name].defaults)

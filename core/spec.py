@@ -14,13 +14,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from batchlab.core.presets import PRESETS, WORKLOADS, preset_defaults
+from batchlab.core.presets import DEFAULT_PRESET, PRESETS, WORKLOADS, preset_defaults
 
-OPTIMIZERS = ("adam", "sgd", "rmsprop", "adagrad", "adamw", "nadam", "adadelta", "model")
+# The optimizers a user can name, each with its class in keras.optimizers (the training child builds
+# it from this table), plus "model": keep the optimizer compiled into a .keras file.
+OPTIMIZER_CLASSES = {
+    "adam": "Adam",
+    "sgd": "SGD",
+    "rmsprop": "RMSprop",
+    "adagrad": "Adagrad",
+    "adamw": "AdamW",
+    "nadam": "Nadam",
+    "adadelta": "Adadelta",
+}
+MODEL_OPTIMIZER = "model"
+OPTIMIZERS = (*OPTIMIZER_CLASSES, MODEL_OPTIMIZER)
+MOMENTUM_OPTIMIZERS = ("sgd", "rmsprop")  # the ones that take a momentum argument
 BUDGET_UNITS = ("epochs",)  # steps, examples and train-to-target come later
+BUNDLED_DATA = "bundled"
+KERAS_PREFIX = "keras:"
 KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10")
-DATA_FILE_SUFFIXES = (".npz", ".h5", ".hdf5")
+NPZ_SUFFIXES = (".npz",)
+HDF5_SUFFIXES = (".h5", ".hdf5")
+DATA_FILE_SUFFIXES = NPZ_SUFFIXES + HDF5_SUFFIXES
 MAX_BATCH_SIZE = 1 << 20
+SEED_LIMIT = 1 << 32  # TensorFlow and numpy take unsigned 32-bit seeds
+
+_DEFAULTS = preset_defaults(DEFAULT_PRESET)
 
 
 class SpecError(ValueError):
@@ -34,32 +54,32 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class Budget:
-    """How long each run trains. Only whole epochs for now."""
+    """How long each run trains: `amount` of `unit`. Only whole epochs for now."""
 
-    unit: str = "epochs"
-    amount: int = 10
+    unit: str
+    amount: int
 
 
 @dataclass(frozen=True)
 class SweepSpec:
     """Everything that defines a sweep; JSON-serialisable and stored in the run file."""
 
-    preset: str = "mnist-autoencoder"
-    workload: str = "autoencoder"
-    model_file: str | None = None
-    data: str = "bundled"
-    samples: int = 5000
-    val_samples: int = 1000
-    budget: Budget = field(default_factory=Budget)
-    batch_sizes: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512)
-    optimizer: str = "adam"
-    lr: float | None = None
-    momentum: float = 0.0
-    seeds: tuple[int, ...] = (0,)
-    shuffle: bool = False
-    device: str = "auto"
-    loop: str = "loop"  # training engine: BatchLab's instrumented loop, or model.fit with a timing callback
-    sync: str = "every_step"  # instrumented loop: sync the device after every step, or only on sampled steps
+    preset: str = DEFAULT_PRESET
+    workload: str = _DEFAULTS["workload"]
+    model_file: str | None = _DEFAULTS["model_file"]
+    data: str = _DEFAULTS["data"]
+    samples: int = _DEFAULTS["samples"]
+    val_samples: int = _DEFAULTS["val_samples"]
+    budget: Budget = field(default_factory=lambda: Budget(_DEFAULTS["budget_unit"], _DEFAULTS["epochs"]))
+    batch_sizes: tuple[int, ...] = _DEFAULTS["batch_sizes"]
+    optimizer: str = _DEFAULTS["optimizer"]
+    lr: float | None = _DEFAULTS["lr"]
+    momentum: float = _DEFAULTS["momentum"]
+    seeds: tuple[int, ...] = _DEFAULTS["seeds"]
+    shuffle: bool = _DEFAULTS["shuffle"]
+    device: str = _DEFAULTS["device"]
+    loop: str = _DEFAULTS["loop"]  # training engine: BatchLab's instrumented loop, or model.fit with a timing callback
+    sync: str = _DEFAULTS["sync"]  # instrumented loop: sync the device after every step, or only on sampled steps
 
     @property
     def epochs(self) -> int:
@@ -74,6 +94,7 @@ class SweepSpec:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready values; `from_dict` rebuilds exactly this spec from it."""
         d = asdict(self)
         d["batch_sizes"] = list(self.batch_sizes)
         d["seeds"] = list(self.seeds)
@@ -82,15 +103,21 @@ class SweepSpec:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    def flat(self) -> dict[str, Any]:
+        """The spec as field values by parser name (the budget as budget_unit and epochs)."""
+        return _flatten_budget(self.to_dict())
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SweepSpec:
-        """Rebuild a spec (e.g. from a run file's `spec` attribute), validating every field."""
-        values = dict(d)
-        budget = values.pop("budget", None)
-        if isinstance(budget, Mapping):
-            values["budget_unit"] = budget.get("unit", "epochs")
-            values["epochs"] = budget.get("amount")
-        return build_spec(values)
+        """Rebuild the spec `to_dict` wrote (e.g. a run file's `spec`, or the child's copy), validating every field.
+
+        No preset default is applied to a value that is present: a blank learning rate stays blank.
+        A field a file from an older version lacks takes its preset's value.
+        """
+        parsed, errors = _parse_all(_flatten_budget(d), blank_means_default=False)
+        if errors:
+            raise next(iter(errors.values()))
+        return _spec_from_parsed(parsed)
 
 
 @dataclass(frozen=True)
@@ -173,7 +200,12 @@ def parse_batch_sizes(value: Any) -> tuple[int, ...]:
 
 
 def parse_seeds(value: Any) -> tuple[int, ...]:
-    return _int_list("seeds", value, 0, "seeds must be whole numbers >= 0, e.g. 0,1,2")
+    what = f"seeds must be whole numbers from 0 to {SEED_LIMIT - 1} (2**32 - 1), e.g. 0,1,2"
+    seeds = _int_list("seeds", value, 0, what)
+    for s in seeds:
+        if s >= SEED_LIMIT:
+            raise SpecError("seeds", f"{s} is too large; {what}")
+    return seeds
 
 
 def parse_samples(value: Any) -> int:
@@ -225,7 +257,7 @@ def parse_lr(value: Any) -> float | None:
 
 
 def parse_momentum(value: Any) -> float:
-    what = "momentum must be a number from 0 to 1 (used by sgd and rmsprop)"
+    what = f"momentum must be a number from 0 to 1 (used by {' and '.join(MOMENTUM_OPTIMIZERS)})"
     try:
         m = float(value)
     except (TypeError, ValueError):
@@ -272,26 +304,34 @@ def parse_sync(value: Any) -> str:
     return _choice("sync", str(value).strip().replace("-", "_"), SYNC_MODES)
 
 
+def _user_path(text: str) -> str:
+    """A path as the user typed it, with ~ expanded (a shell would have done it on a command line)."""
+    return os.path.expanduser(text)
+
+
 def parse_data(value: Any) -> str:
-    """`bundled`, `keras:NAME`, or a path to an existing .npz / .h5 file."""
-    text = "bundled" if _blank(value) else str(value).strip()
-    if text == "bundled":
+    """`bundled`, `keras:NAME`, or an existing .npz / .h5 / .hdf5 file (returned as an absolute path).
+
+    The one check of a data source's name; core.datasets loads what this accepts.
+    """
+    text = BUNDLED_DATA if _blank(value) else str(value).strip()
+    if text == BUNDLED_DATA:
         return text
-    if text.startswith("keras:"):
-        name = text[len("keras:") :]
-        if name not in KERAS_DATASETS:
-            allowed = ", ".join(f"keras:{n}" for n in KERAS_DATASETS)
+    if text.startswith(KERAS_PREFIX):
+        if text[len(KERAS_PREFIX) :] not in KERAS_DATASETS:
+            allowed = ", ".join(f"{KERAS_PREFIX}{n}" for n in KERAS_DATASETS)
             raise SpecError("data", f"{text!r} is not a Keras dataset BatchLab knows; choose {allowed}")
         return text
     if not text.lower().endswith(DATA_FILE_SUFFIXES):
         raise SpecError(
             "data",
             f"{text!r} is not a data source; use bundled, keras:mnist, keras:fashion_mnist, "
-            "keras:cifar10, or a .npz/.h5 file with x_train and y_train",
+            "keras:cifar10, or a .npz/.h5/.hdf5 file with x_train and y_train",
         )
-    if not os.path.isfile(text):
-        raise SpecError("data", f"file {text!r} does not exist")
-    return os.path.abspath(text)
+    path = _user_path(text)
+    if not os.path.isfile(path):
+        raise SpecError("data", f"file {path!r} does not exist; use bundled or an existing .npz/.h5 file")
+    return os.path.abspath(path)
 
 
 def parse_model_file(value: Any) -> str | None:
@@ -300,9 +340,10 @@ def parse_model_file(value: Any) -> str | None:
     text = str(value).strip()
     if not text.lower().endswith(".keras"):
         raise SpecError("model_file", f"{text!r} is not a .keras file; save your model with model.save('name.keras')")
-    if not os.path.isfile(text):
-        raise SpecError("model_file", f"file {text!r} does not exist")
-    return os.path.abspath(text)
+    path = _user_path(text)
+    if not os.path.isfile(path):
+        raise SpecError("model_file", f"file {path!r} does not exist")
+    return os.path.abspath(path)
 
 
 FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
@@ -326,85 +367,104 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _parse_all(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Parse each given field on top of its preset's defaults; return parsed values and errors."""
-    unknown = sorted(set(values) - set(FIELD_PARSERS))
-    errors: dict[str, str] = {}
-    for name in unknown:
-        errors[name] = f"{name}: unknown setting; known settings are {', '.join(FIELD_PARSERS)}"
+def _flatten_budget(d: Mapping[str, Any]) -> dict[str, Any]:
+    """Spec values with a nested `budget` ({"unit", "amount"} or a Budget) as budget_unit and epochs."""
+    values = dict(d)
+    budget = values.pop("budget", None)
+    if isinstance(budget, Budget):
+        budget = asdict(budget)
+    if isinstance(budget, Mapping):
+        values["budget_unit"] = budget.get("unit")
+        values["epochs"] = budget.get("amount")
+    return values
+
+
+def _spec_from_parsed(parsed: dict[str, Any]) -> SweepSpec:
+    fields = dict(parsed)
+    budget = Budget(unit=fields.pop("budget_unit"), amount=fields.pop("epochs"))
+    return SweepSpec(budget=budget, **fields)
+
+
+def _parse_all(
+    values: Mapping[str, Any], blank_means_default: bool = True
+) -> tuple[dict[str, Any], dict[str, SpecError]]:
+    """Parse every field, starting from the preset's values; return parsed values and errors by field.
+
+    With `blank_means_default` a value of None takes the preset's value (a form left empty);
+    without it only absent fields do, and None is parsed as given (a blank learning rate).
+    """
+    errors: dict[str, SpecError] = {}
+    for name in sorted(set(values) - set(FIELD_PARSERS)):
+        errors[name] = SpecError(name, f"unknown setting; known settings are {', '.join(FIELD_PARSERS)}")
     preset_name = values.get("preset")
     try:
-        preset = parse_preset("mnist-autoencoder" if _blank(preset_name) else preset_name)
+        preset = parse_preset(DEFAULT_PRESET if _blank(preset_name) else preset_name)
     except SpecError as e:
-        errors["preset"] = str(e)
-        preset = "mnist-autoencoder"
-    merged = dict(preset_defaults(preset))
-    merged.update({k: v for k, v in values.items() if k in FIELD_PARSERS and v is not None})
+        errors["preset"] = e
+        preset = DEFAULT_PRESET
+    merged = preset_defaults(preset)
+    merged.update({k: v for k, v in values.items() if k in FIELD_PARSERS and not (blank_means_default and v is None)})
     merged["preset"] = preset
     parsed: dict[str, Any] = {}
     for name, parser in FIELD_PARSERS.items():
-        if name in errors or name not in merged:
+        if name in errors:
             continue
         try:
-            parsed[name] = parser(merged[name])
+            parsed[name] = parser(merged.get(name))
         except SpecError as e:
-            errors[name] = str(e)
+            errors[name] = e
     _check_combinations(parsed, errors)
     return parsed, errors
 
 
-def _check_combinations(p: dict[str, Any], errors: dict[str, str]) -> None:
+def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
     """Checks that involve more than one field; each error is filed under the field to fix."""
     if "batch_sizes" in p and "samples" in p:
         too_big = [b for b in p["batch_sizes"] if b > p["samples"]]
         if too_big and "batch_sizes" not in errors:
-            errors["batch_sizes"] = str(
-                SpecError(
-                    "batch_sizes",
-                    f"{too_big[0]} is larger than the {p['samples']} training samples; "
-                    "use batch sizes up to the number of samples",
-                )
+            errors["batch_sizes"] = SpecError(
+                "batch_sizes",
+                f"{too_big[0]} is larger than the {p['samples']} training samples; "
+                "use batch sizes up to the number of samples",
             )
     if p.get("workload") == "keras-file" and p.get("model_file") is None and "model_file" not in errors:
-        errors["model_file"] = str(SpecError("model_file", "the keras-file workload needs a .keras model file"))
-    if p.get("optimizer") == "model" and p.get("workload") != "keras-file" and "optimizer" not in errors:
-        errors["optimizer"] = str(
-            SpecError("optimizer", "'model' (keep the model file's optimizer) only works with a .keras model file")
+        errors["model_file"] = SpecError("model_file", "the keras-file workload needs a .keras model file")
+    if p.get("optimizer") == MODEL_OPTIMIZER and p.get("workload") != "keras-file" and "optimizer" not in errors:
+        errors["optimizer"] = SpecError(
+            "optimizer", f"{MODEL_OPTIMIZER!r} (keep the model file's optimizer) only works with a .keras model file"
         )
 
 
-def spec_errors(values: Mapping[str, Any]) -> dict[str, str]:
-    """All problems with these values, by field; empty when they make a valid spec."""
+def spec_errors(values: Mapping[str, Any]) -> dict[str, SpecError]:
+    """All problems with these values, by field (each a SpecError); empty when they make a valid spec."""
     return _parse_all(values)[1]
 
 
 def build_spec(values: Mapping[str, Any]) -> SweepSpec:
-    """Turn user values (strings or native types; None = preset default) into a validated spec.
+    """Turn user values (strings or native types; None = the preset's value) into a validated spec.
 
-    Raises SpecError for the first problem found, in field order.
+    Raises the SpecError of the first problem found, in field order.
     """
     parsed, errors = _parse_all(values)
     if errors:
-        first = next(iter(errors))
-        message = errors[first]
-        raise SpecError(first, message.split(": ", 1)[1] if message.startswith(f"{first}: ") else message)
-    budget = Budget(unit=parsed.pop("budget_unit"), amount=parsed.pop("epochs"))
-    return SweepSpec(budget=budget, **parsed)
+        raise next(iter(errors.values()))
+    return _spec_from_parsed(parsed)
 
 
 def with_overrides(spec: SweepSpec, **changes: Any) -> SweepSpec:
-    """A copy of a valid spec with some fields changed (re-validated)."""
-    d = spec.to_dict()
-    budget = d.pop("budget")
-    d["budget_unit"] = budget["unit"]
-    d["epochs"] = budget["amount"]
-    d.update(changes)
-    return build_spec(d)
+    """A copy of a valid spec with some fields changed (re-validated; other values kept exactly)."""
+    values = spec.flat()
+    values.update(changes)
+    parsed, errors = _parse_all(values, blank_means_default=False)
+    if errors:
+        raise next(iter(errors.values()))
+    return _spec_from_parsed(parsed)
 
 
 __all__ = [
     "Budget",
     "FIELD_PARSERS",
+    "OPTIMIZERS",
     "RunSpec",
     "SpecError",
     "SweepSpec",

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
-from batchlab.core.runfile import FILE_SUFFIXES
 from batchlab.core.spec import KERAS_DATASETS, OPTIMIZERS, SweepSpec, build_spec, spec_errors
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -29,27 +27,14 @@ from PySide6.QtWidgets import (
 CHOOSE_FILE = "__choose__"
 DATA_SOURCES = [("bundled", "bundled MNIST subset")] + [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
 POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
-AUTO_NAME = re.compile(r"-\d{8}-\d{6}\.h5$")
 ERROR_STYLE = "color: #B00020;"
 INVALID_STYLE = 'QLineEdit[invalid="true"], QComboBox[invalid="true"] { border: 1px solid #B00020; }'
 
 
-def strip_field(field: str, message: str) -> str:
-    """'batch_sizes: 0 is too small; ...' -> '0 is too small; ...' (the field is shown beside it)."""
-    prefix = f"{field}: "
-    return message[len(prefix) :] if message.startswith(prefix) else message
-
-
 def output_error(path: str) -> str | None:
-    """What is wrong with the run file path before a sweep tries it (same text as the run-file writer)."""
-    if not path.strip():
-        return "choose a run file to save the sweep to, e.g. sweep.h5"
-    p = Path(path.strip())
-    if p.suffix.lower() not in FILE_SUFFIXES:
-        return f"{p} does not end in .h5 or .hdf5; name the run file e.g. sweep.h5"
-    if not p.parent.is_dir() and not p.parent.parent.is_dir():  # one missing level is created, like the CLI's runs/
-        return f"cannot create {p}: folder {p.parent} does not exist"
-    return None
+    """What is wrong with the run file path (core.paths' rules; Run asks before replacing a file)."""
+    problem = run_file_problem(path, overwrite=True, create_folder=True)
+    return problem.message if problem else None
 
 
 class SetupPanel(QScrollArea):
@@ -280,7 +265,9 @@ class SetupPanel(QScrollArea):
         return build_spec(self.values())
 
     def output_path(self) -> str:
-        return self.out.text().strip()
+        """The run file as typed, with ~ expanded ("" when empty)."""
+        text = self.out.text().strip()
+        return str(user_path(text)) if text else ""
 
     def apply_preset(self, name: str) -> None:
         """Select a preset and fill every field with its defaults."""
@@ -295,11 +282,10 @@ class SetupPanel(QScrollArea):
     def new_output_name(self, force: bool = True) -> None:
         """A fresh time-stamped run file name in the output folder (kept if the user chose a name)."""
         current = self.output_path()
-        if not force and current and not AUTO_NAME.search(current):
+        if not force and current and not is_default_run_file(current):
             return
         folder = Path(current).parent if current else Path(self.output_dir)
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        self.out.setText(str(folder / f"{self.preset.currentData()}-{stamp}.h5"))
+        self.out.setText(str(default_run_file(self.preset.currentData(), folder)))
 
     def fill_powers_of_two(self) -> None:
         lo, hi = sorted((int(self.pow2_from.currentText()), int(self.pow2_to.currentText())))
@@ -333,7 +319,7 @@ class SetupPanel(QScrollArea):
     def validate(self) -> bool:
         """Check every field with core.spec.spec_errors; show each message beside its field."""
         values = self.values()
-        errors = {k: strip_field(k, v) for k, v in spec_errors(values).items()}
+        errors = {k: e.message for k, e in spec_errors(values).items()}
         out_problem = output_error(self.output_path())
         if out_problem:
             errors["out"] = out_problem

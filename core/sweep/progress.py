@@ -1,17 +1,29 @@
-"""A terminal progress bar with ETA for a sweep, fed by the event stream."""
+"""The CLI's progress display for a sweep, fed by the event stream.
+
+SweepProgress (ours) turns events into the fraction done and an ETA; on a terminal, rich draws it as
+a bar that redraws itself, with notes printed above it. Without a terminal (a log file, CI) a plain
+line per finished run and per warning is printed instead.
+"""
 
 from __future__ import annotations
 
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
+from batchlab.core.events import LOG, RUN_ENDED, RUN_STARTED, STEPS
 from batchlab.core.spec import SweepSpec
+from rich.console import Console
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
 
-BAR_WIDTH = 24
-REDRAW_SECONDS = 0.2  # at most five redraws a second
-TICK_SECONDS = 1.0  # keeps elapsed time moving while a child starts TensorFlow
+BAR_WIDTH = 24  # characters
+REFRESH_PER_SECOND = 4  # redraws; keeps elapsed time moving while a child starts TensorFlow
+NOTED_LOG_LEVELS = ("warning", "error")
 
 
 def format_duration(seconds: float) -> str:
@@ -36,20 +48,30 @@ class SweepProgress:
         self.current_samples = 0
         self.t0 = time.monotonic()
         self.current: dict[str, Any] = {}
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            RUN_STARTED: self._on_run_started,
+            STEPS: self._on_steps,
+            RUN_ENDED: self._on_run_ended,
+        }
 
     def handle(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "run_started":
-            self.current = {"batch": event["batch_size"], "seed": event["seed"], "epochs": event["epochs"], "epoch": 0}
-            self.current_samples = 0
-        elif kind == "steps":
-            self.current_samples += sum(event["batch_size"])
-            self.current["loss"] = event["loss"][-1]
-            self.current["epoch"] = event["epoch"][-1]
-        elif kind == "run_ended":
-            self.done_runs += 1
-            self.current_samples = 0
-            self.current = {}
+        handler = self._handlers.get(event["type"])
+        if handler is not None:
+            handler(event)
+
+    def _on_run_started(self, event: dict[str, Any]) -> None:
+        self.current = {"batch": event["batch_size"], "seed": event["seed"], "epochs": event["epochs"], "epoch": 0}
+        self.current_samples = 0
+
+    def _on_steps(self, event: dict[str, Any]) -> None:
+        self.current_samples += sum(event["batch_size"])
+        self.current["loss"] = event["loss"][-1]
+        self.current["epoch"] = event["epoch"][-1]
+
+    def _on_run_ended(self, event: dict[str, Any]) -> None:
+        self.done_runs += 1
+        self.current_samples = 0
+        self.current = {}
 
     @property
     def fraction(self) -> float:
@@ -61,11 +83,9 @@ class SweepProgress:
         return (time.monotonic() - self.t0) * (1 - f) / f if f > 0 else math.nan
 
     def line(self) -> str:
-        f = self.fraction
-        filled = int(round(f * BAR_WIDTH))
-        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+        """Percent done, the current run, batch, epoch and loss, elapsed time and ETA (the text beside the bar)."""
         run_no = min(self.done_runs + 1, self.total_runs)
-        parts = [f"[{bar}] {f * 100:3.0f}%", f"run {run_no}/{self.total_runs}"]
+        parts = [f"{self.fraction * 100:3.0f}%", f"run {run_no}/{self.total_runs}"]
         if self.current:
             parts.append(f"batch {self.current['batch']}")
             parts.append(f"epoch {self.current['epoch'] + 1}/{self.current['epochs']}")
@@ -77,63 +97,63 @@ class SweepProgress:
 
 
 class ProgressPrinter:
-    """Draws SweepProgress on a terminal (one redrawn line) or, when not a TTY, a line per run."""
+    """Shows SweepProgress: a live bar on a terminal, or a line per finished run when not a TTY.
+
+    Thread-safe: events arrive on the caller's thread, notes may come from another (the CLI's
+    Ctrl-C watcher), and rich redraws from its own.
+    """
 
     def __init__(self, spec: SweepSpec, stream: TextIO, enabled: bool = True):
         self.progress = SweepProgress(spec)
         self.stream = stream
         self.enabled = enabled
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
-        self.last_draw = 0.0
-        self.drawn = False
-        self._lock = threading.Lock()  # events arrive on the caller's thread, ticks on our own
-        self._closed = threading.Event()
+        self._lock = threading.Lock()  # guards self.progress; never held while calling into rich
+        self._live: Live | None = None
         if self.tty:
-            threading.Thread(target=self._tick, name="batchlab-progress", daemon=True).start()
+            console = Console(file=stream, force_terminal=True, highlight=False)
+            self._live = Live(
+                console=console,
+                get_renderable=self._renderable,
+                refresh_per_second=REFRESH_PER_SECOND,
+                transient=True,  # the bar goes when the sweep ends; the notes above it stay
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start(refresh=True)
 
-    def _tick(self) -> None:
-        while not self._closed.wait(TICK_SECONDS):
-            with self._lock:
-                if time.monotonic() - self.last_draw >= TICK_SECONDS:
-                    self._draw()
+    def _renderable(self) -> Table:
+        with self._lock:
+            fraction, text = self.progress.fraction, self.progress.line()
+        row = Table.grid(padding=(0, 2))
+        row.add_row(ProgressBar(total=1.0, completed=fraction, width=BAR_WIDTH), Text(text, no_wrap=True))
+        return row
 
     def note(self, text: str) -> None:
-        if self.enabled:
-            with self._lock:
-                self._clear()
-                print(text, file=self.stream, flush=True)
+        """A line above the bar (or on its own without a terminal)."""
+        if not self.enabled:
+            return
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            print(text, file=self.stream, flush=True)
 
     def handle(self, event: dict[str, Any]) -> None:
         with self._lock:
             self.progress.handle(event)
-        if not self.enabled:
-            return
+            total_runs = self.progress.total_runs
         kind = event["type"]
-        if kind == "run_ended":
+        if kind == RUN_ENDED:
             status = event["status"]
             loss = event.get("final_loss", math.nan)
             detail = f"final loss {loss:.4g}" if status == "ok" else event.get("message", "")
-            self.note(f"run {event['run'] + 1}/{self.progress.total_runs}: {status} {detail}".rstrip())
-        elif kind == "log" and event.get("level") in ("warning", "error"):
+            self.note(f"run {event['run'] + 1}/{total_runs}: {status} {detail}".rstrip())
+        elif kind == LOG and event.get("level") in NOTED_LOG_LEVELS:
             self.note(f"{event['level']}: {event['message']}")
-        with self._lock:
-            if self.tty and time.monotonic() - self.last_draw >= REDRAW_SECONDS:
-                self._draw()
-
-    def _draw(self) -> None:
-        self.stream.write("\r\x1b[2K" + self.progress.line())
-        self.stream.flush()
-        self.drawn = True
-        self.last_draw = time.monotonic()
-
-    def _clear(self) -> None:
-        if self.tty and self.drawn:
-            self.stream.write("\r\x1b[2K")
-            self.drawn = False
 
     def close(self) -> None:
-        self._closed.set()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
         if self.enabled:
-            with self._lock:
-                self._clear()
-                self.stream.flush()
+            self.stream.flush()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import platform
 import signal
 import tempfile
 import threading
@@ -18,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from batchlab.core.events import RUN_ENDED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
-from batchlab.core.spec import RunSpec, SpecError, SweepSpec
+from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
 from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main, run_main
 
 Sink = Callable[[dict[str, Any]], None]
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.05  # how often a waiting parent looks at the stop flag
 STOP_GRACE_SECONDS = 20.0  # a run asked to stop gets this long to finish its step
 PROBE_TIMEOUT_SECONDS = 600.0  # includes a first Keras dataset download
+STOPPED_BEFORE_FIRST_RUN = "stopped by the user before the first run"
 
 
 def _log_tail(path: Path, lines: int = 1) -> str:
@@ -63,6 +65,9 @@ class SweepRunner:
         self._child_stop = None
         self._child: multiprocessing.process.BaseProcess | None = None
         self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="batchlab-"))
+        self._data_checked = False
+        self._probe_data = None  # the parent's checked data, a few rows, for the probe child
+        self._warnings: list[str] = []  # found by the checks; logged when the sweep starts
 
     # ------------------------------------------------------------------ control
 
@@ -78,24 +83,61 @@ class SweepRunner:
                 self._child_stop.set()
 
     def kill_current(self) -> None:
-        """Stop at once: the current child is killed (for a second Ctrl-C)."""
+        """Stop at once: the current child (a run or the probe) is killed (for a second Ctrl-C)."""
         self.stop()
         with self._lock:
             if self._child is not None and self._child.is_alive():
                 self._child.kill()
 
+    def _track(self, child: multiprocessing.process.BaseProcess | None) -> None:
+        with self._lock:
+            self._child = child
+
     # ------------------------------------------------------------------ preflight
 
-    def preflight(self) -> dict[str, Any]:
-        """Check data and model in a probe child and return the environment; SpecError if bad."""
-        if self.environment is None:
-            if not self.spec.data.startswith("keras:"):
-                from batchlab.core.datasets import load_dataset, prepare_arrays
+    def check_data(self) -> None:
+        """Load and check a data file (or the bundled data) here, with numpy, before TensorFlow starts.
 
-                prepare_arrays(
-                    load_dataset(self.spec.data), self.spec.workload, self.spec.samples, self.spec.val_samples
-                )
-            self.environment = _probe(self._ctx, self.spec, self._log_dir / "probe.log", check=True)
+        The one load in the parent; SpecError (DataError) if the data cannot be used. A Keras
+        dataset is loaded by the probe child instead: only a child may import Keras.
+        """
+        if self._data_checked:
+            return
+        if not self.spec.data.startswith(KERAS_PREFIX):
+            from batchlab.core.datasets import load_dataset, prepare_arrays, validation_note
+
+            dataset = load_dataset(self.spec.data)
+            prepared = prepare_arrays(dataset, self.spec.workload, self.spec.samples, self.spec.val_samples)
+            self._probe_data = prepared.probe_sample()
+            note = validation_note(dataset, self.spec.val_samples)
+            if note:
+                self._warnings.append(note)
+        self._data_checked = True
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the checks found that the user should know, e.g. validation asked for but impossible."""
+        return list(self._warnings)
+
+    def preflight(self) -> dict[str, Any]:
+        """Check the data, then build the model in a probe child; return the environment. SpecError if bad.
+
+        A stop while the probe runs ends the probe; the environment then holds only what this
+        process knows, and `run` ends the sweep interrupted before its first run.
+        """
+        if self.environment is None:
+            self.check_data()
+            self.environment = _probe(
+                self._ctx,
+                self.spec,
+                self._log_dir / "probe.log",
+                check=True,
+                data=self._probe_data,
+                should_stop=self._stop.is_set,
+                track=self._track,
+            )
+            if self.environment is None:
+                self.environment = _parent_environment()
         return self.environment
 
     # ------------------------------------------------------------------ running
@@ -115,11 +157,15 @@ class SweepRunner:
         )
         status, message = "complete", f"{len(runs)} runs finished"
         try:
+            for warning in self._warnings:
+                sink(log_event("warning", warning))
+            if self._stop.is_set():
+                status, message = "interrupted", STOPPED_BEFORE_FIRST_RUN
             for run in runs:
                 if self._stop.is_set():
                     break
                 self._run_one(run, sink)
-            if self._stop.is_set():
+            if self._stop.is_set() and status == "complete":
                 status, message = "interrupted", "stopped by the user"
         except Exception as e:  # a bug in a sink must still leave a closed, honest file
             status, message = "failed", f"{type(e).__name__}: {e}"
@@ -183,25 +229,67 @@ class SweepRunner:
                 return None
 
 
-def _probe(ctx, spec: SweepSpec, log_path: Path, check: bool) -> dict[str, Any]:
+def _parent_environment() -> dict[str, Any]:
+    """What this process knows of the environment, for a sweep stopped before its probe answered."""
+    from batchlab.core import __version__
+
+    return {
+        "app_version": __version__,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "host": platform.node(),
+        "devices": [],
+        "device_description": "unknown (stopped before the training process reported its devices)",
+    }
+
+
+def _probe(
+    ctx,
+    spec: SweepSpec,
+    log_path: Path,
+    check: bool,
+    data=None,
+    should_stop: Callable[[], bool] = lambda: False,
+    track: Callable[[Any], None] | None = None,
+) -> dict[str, Any] | None:
+    """Start a probe child and wait for its answer in short slices; None if `should_stop` said so first.
+
+    `data` (a few checked rows) saves the child loading the data again; `track` is told the child
+    while it lives, so a kill can reach it.
+    """
     receiver, sender = ctx.Pipe(duplex=False)
     child = ctx.Process(
-        target=probe_main, args=(spec.to_dict(), sender, str(log_path), check), daemon=True, name="batchlab-probe"
+        target=probe_main,
+        args=(spec.to_dict(), sender, str(log_path), check, data),
+        daemon=True,
+        name="batchlab-probe",
     )
+    if track is not None:
+        track(child)
     child.start()
     sender.close()
+    deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
     try:
-        if not receiver.poll(PROBE_TIMEOUT_SECONDS):
-            child.kill()
-            raise SpecError("setup", f"the training process did not answer in {PROBE_TIMEOUT_SECONDS:.0f} s")
+        while not receiver.poll(POLL_SECONDS):
+            if should_stop():
+                child.kill()
+                return None
+            if time.monotonic() > deadline:
+                child.kill()
+                raise SpecError("setup", f"the training process did not answer in {PROBE_TIMEOUT_SECONDS:.0f} s")
         message = receiver.recv()
     except EOFError:
         child.join()
+        if should_stop():  # killed on purpose
+            return None
         raise SpecError("setup", f"could not start training: {_death_message(child.exitcode, log_path)}") from None
     finally:
         child.join(timeout=STOP_GRACE_SECONDS)
         if child.is_alive():
             child.kill()
+            child.join()
+        if track is not None:
+            track(None)
     if message["type"] == PROBE_ERROR:
         raise SpecError(message["field"], message["message"])
     assert message["type"] == PROBE_RESULT
@@ -230,13 +318,15 @@ def run_sweep(
 
     Bad output paths and bad data or models raise SpecError before anything is measured; a
     file created for a sweep that never started is removed again. `on_preflight` is called
-    once the cheap checks passed, before the (slow) probe child starts.
+    once the cheap checks (output path, data) passed, before the (slow) probe child starts.
+    A stop during the probe gives a file whose sweep is "interrupted" with every run pending.
     """
     from batchlab.core.runfile import RunFileWriter
 
     runner = runner or SweepRunner(spec)
 
     def check() -> None:
+        runner.check_data()  # numpy only: a bad data file fails here, before TensorFlow starts
         if on_preflight is not None:
             on_preflight()
         runner.preflight()

@@ -117,9 +117,10 @@ def describe_environment(tf) -> dict[str, Any]:
     }
 
 
-def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True) -> None:
-    """Report the environment; with `check`, also load the data (downloading a Keras dataset
-    if needed) and build the model, so a bad spec fails before any run starts."""
+def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True, data=None) -> None:
+    """Report the environment; with `check`, also build the model on the data, so a bad spec fails
+    before any run starts. `data` is the parent's checked sample (core.datasets.PreparedData); without
+    it (a Keras dataset, which only a child may load) the data is loaded and checked here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)
     try:
@@ -133,7 +134,8 @@ def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True) 
         from batchlab.core.datasets import load_dataset, prepare_arrays
         from batchlab.core.training.workloads import build_model
 
-        data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
+        if data is None:
+            data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
         build_model(spec.runs()[0], data)
         conn.send({"type": PROBE_RESULT, "environment": environment})
     except SpecError as e:

@@ -99,6 +99,26 @@ def test_bad_options_give_one_line_and_exit_2(args, phrases):
 def test_bad_data_files_give_one_line_and_exit_2(data_files, name, phrases):
     result = batchlab("sweep", *TINY, "--samples", "50", "--batch-sizes", "10", "--data", data_files[name])
     assert_one_line_error(result, "data", *phrases)
+    assert PROGRESS_NOTE not in result.stderr  # the data is checked here, before TensorFlow starts
+
+
+def test_home_paths_are_expanded_and_ignored_validation_is_said(tmp_path):
+    rng = np.random.default_rng(0)
+    # no x_test: the 32 validation samples asked for cannot be had
+    np.savez(
+        tmp_path / "train_only.npz",
+        x_train=rng.integers(0, 256, (128, 28, 28), dtype=np.uint8),
+        y_train=rng.integers(0, 10, 128),
+    )
+    result = batchlab("sweep", *TINY, "--data", "~/train_only.npz", "--out", "~/x.h5", env={"HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert "warning: val_samples=32 is ignored" in result.stderr and "no test split" in result.stderr
+    from batchlab.core.runfile.reader import read_run_file
+
+    record = read_run_file(tmp_path / "x.h5")
+    assert record.runs[0].status == "ok"
+    assert record.spec["data"] == str(tmp_path / "train_only.npz")
+    assert any("warning" in line and "val_samples=32 is ignored" in line for line in record.log)
 
 
 def test_existing_output_is_never_overwritten_unless_asked(tmp_path):
@@ -204,3 +224,95 @@ def test_ctrl_c_ends_the_run_cleanly_and_keeps_what_was_measured(tmp_path):
     assert first.status == "interrupted" and second.status == "pending"
     assert first.epochs["epoch"].size >= 1 and first.steps["loss"].size > first.epochs["epoch"].size
     assert "interrupted" in stdout  # the final table still prints
+
+
+def _start_sweep(*args):
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "main.py"), "sweep", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,  # its own process group, like a terminal's foreground job
+    )
+
+
+def _wait_for_first_epoch(out: Path, proc) -> None:
+    import time
+
+    from batchlab.core.runfile.reader import read_run_file
+
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if out.exists():
+            try:
+                runs = read_run_file(out).runs
+            except Exception:
+                continue
+            if runs and len(runs[0].epochs.get("epoch", ())) >= 1:
+                return
+    raise AssertionError("the sweep never finished an epoch")
+
+
+def _ignores_sigint(pid: int) -> bool:
+    """True once a process has set SIGINT to ignored (bit 2 of SigIgn in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigIgn:"))
+    return bool(mask & (1 << (2 - 1)))
+
+
+def test_ctrl_c_twice_kills_the_run_without_a_deadlock(tmp_path):
+    import signal
+    import time
+
+    from batchlab.core.runfile.reader import read_run_file
+
+    out = tmp_path / "killed.h5"
+    proc = _start_sweep(*TINY, "--samples", "4096", "--epochs", "50", "--batch-sizes", "8,16", "--out", out)
+    _wait_for_first_epoch(out, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.2)  # a second press soon after the first, while the first is being handled
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)  # a deadlock would hang here
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "Ctrl-C again to kill it" in stderr and "killing the current run" in stderr
+    record = read_run_file(out)
+    assert record.status == "interrupted"
+    assert [r.status for r in record.runs] == ["interrupted", "pending"]
+    assert record.runs[0].steps["loss"].size > 0
+
+
+def test_ctrl_c_while_tensorflow_starts_ends_the_sweep_at_once(tmp_path):
+    import signal
+    import time
+
+    import psutil
+    from batchlab.core.runfile.reader import read_run_file
+
+    out = tmp_path / "early.h5"
+    proc = _start_sweep(*TINY, "--batch-sizes", "16,32", "--out", out)
+    assert PROGRESS_NOTE in proc.stderr.readline()  # the probe child starts TensorFlow now
+    deadline = time.monotonic() + 60
+    probe = None
+    while probe is None and time.monotonic() < deadline:  # until the probe child ignores Ctrl-C itself
+        time.sleep(0.05)
+        for child in psutil.Process(proc.pid).children():
+            try:
+                if "spawn_main" in " ".join(child.cmdline()) and _ignores_sigint(child.pid):
+                    probe = child
+            except psutil.Error:
+                pass
+    assert probe is not None, "no probe child seen"
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert not probe.is_running() or probe.status() == psutil.STATUS_ZOMBIE
+    record = read_run_file(out)
+    assert record.status == "interrupted" and "before the first run" in record.message
+    assert [r.status for r in record.runs] == ["pending", "pending"]

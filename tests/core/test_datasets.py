@@ -98,7 +98,7 @@ def test_bundled_subset_is_the_first_rows_of_full_mnist():
 
 
 def test_importing_datasets_does_not_import_tensorflow():
-    code = "import sys, core.datasets; sys.exit(int('tensorflow' in sys.modules or 'keras' in sys.modules))"
+    code = "import sys, batchlab.core.datasets; sys.exit(int('tensorflow' in sys.modules or 'keras' in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT).returncode == 0
 
 
@@ -318,3 +318,30 @@ def test_unknown_workload(bundled):
     with pytest.raises(SpecError) as info:
         prepare_arrays(bundled, "gan", 10, 0)
     assert info.value.field == "workload"
+
+
+def test_probe_sample_keeps_shapes_and_the_largest_label(tmp_path):
+    arrays = _arrays(n_train=12, n_test=4)
+    arrays["y_train"][7] = 9  # the largest label, not in the first row
+    data = prepare_arrays(load_dataset(str(_npz(tmp_path, **arrays))), "mlp", 12, 4)
+    sample = data.probe_sample()
+    assert len(sample.x_train) <= 2 and sample.x_train.shape[1:] == data.x_train.shape[1:]
+    assert sample.y_train.max() == 9 and sample.num_classes == data.num_classes == 10
+    assert sample.x_val is not None and len(sample.x_val) <= 2
+
+
+def test_validation_asked_for_without_a_test_split_is_said(tmp_path):
+    from batchlab.core.datasets import validation_note
+
+    arrays = _arrays()
+    del arrays["x_test"], arrays["y_test"]
+    dataset = load_dataset(str(_npz(tmp_path, **arrays)))
+    assert "val_samples=5 is ignored" in validation_note(dataset, 5)
+    assert validation_note(dataset, 0) is None
+    assert validation_note(load_dataset("bundled"), 5) is None
+
+
+def test_home_relative_file_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _npz(tmp_path, "mine.npz", **_arrays())
+    assert load_dataset("~/mine.npz").name == "mine"

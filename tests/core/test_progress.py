@@ -35,3 +35,22 @@ def test_durations_read_naturally():
     assert format_duration(75) == "1m15s"
     assert format_duration(3700) == "1h01m"
     assert format_duration(float("nan")) == "--"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_printer_on_a_terminal_draws_a_bar_and_keeps_notes_above_it():
+    spec = build_spec({"preset": "mnist-mlp", "samples": 100, "epochs": 1, "batch_sizes": "50,100"})
+    out = _Terminal()
+    printer = ProgressPrinter(spec, out)
+    printer.handle(make_event("run_started", run=0, batch_size=50, seed=0, epochs=1))
+    printer.handle(make_event("steps", run=0, batch_size=[50], loss=[0.25], epoch=[0]))
+    printer.handle(make_event("log", level="warning", message="val_samples=10 is ignored"))
+    printer.close()
+    text = out.getvalue()
+    assert "warning: val_samples=10 is ignored" in text
+    assert "━" in text  # the bar, drawn by rich
+    assert "run 1/2" in text and "batch 50" in text and "loss 0.25" in text and "ETA" in text

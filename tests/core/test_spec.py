@@ -2,9 +2,10 @@
 
 import json
 
+import numpy as np
 import pytest
 from batchlab.core.presets import PRESETS
-from batchlab.core.spec import SpecError, SweepSpec, build_spec, spec_errors, with_overrides
+from batchlab.core.spec import SEED_LIMIT, RunSpec, SpecError, SweepSpec, build_spec, spec_errors, with_overrides
 
 
 def test_default_preset_reproduces_the_autoencoder_experiment():
@@ -62,6 +63,8 @@ def test_strings_from_a_form_or_command_line_are_parsed():
         ({"workload": "keras-file"}, "model_file", "needs a .keras model file"),
         ({"workload": "keras-file", "model_file": "model.h5"}, "model_file", "not a .keras file"),
         ({"unknown": 1}, "unknown", "unknown setting"),
+        ({"seeds": str(2**32)}, "seeds", "from 0 to 4294967295"),
+        ({"seeds": "0,-1"}, "seeds", "too small"),
     ],
 )
 def test_bad_values_name_the_field_and_what_is_allowed(values, field, phrase):
@@ -71,8 +74,11 @@ def test_bad_values_name_the_field_and_what_is_allowed(values, field, phrase):
     assert phrase in str(e.value)
     assert str(e.value).startswith(f"{field}: ")
     assert "\n" not in str(e.value)
-    # the window asks for all errors at once and shows the same text beside the field
-    assert spec_errors(values)[field] == str(e.value)
+    # the window asks for all errors at once and shows the same message beside the field
+    error = spec_errors(values)[field]
+    assert isinstance(error, SpecError) and error.field == field
+    assert error.message == e.value.message and phrase in error.message
+    assert not error.message.startswith(f"{field}:")  # the message itself does not repeat the field
 
 
 def test_spec_errors_reports_every_bad_field():
@@ -86,3 +92,44 @@ def test_spec_round_trips_through_json():
     again = SweepSpec.from_dict(json.loads(spec.to_json()))
     assert again == spec
     assert with_overrides(spec, epochs=7).epochs == 7
+
+
+def test_largest_seed_is_accepted():
+    assert build_spec({"seeds": f"0,{SEED_LIMIT - 1}"}).seeds == (0, SEED_LIMIT - 1)
+
+
+def test_blank_learning_rate_stays_blank_in_the_spec_the_child_rebuilds():
+    # mnist-mlp's preset rate is 0.001; an empty field means the optimizer's own default.
+    assert PRESETS["mnist-mlp"].defaults["lr"] == 0.001
+    spec = build_spec({"preset": "mnist-mlp", "lr": ""})
+    assert spec.lr is None
+    again = SweepSpec.from_dict(json.loads(spec.to_json()))
+    assert again == spec and again.lr is None
+    run = spec.runs()[0]
+    assert RunSpec.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+    assert with_overrides(spec, epochs=2).lr is None
+    # and a preset's value is still what a form left untouched gets
+    assert build_spec({"preset": "mnist-mlp"}).lr == 0.001
+
+
+def test_from_dict_validates_every_field_without_filling_in_preset_values():
+    d = build_spec({"preset": "mnist-cnn"}).to_dict()
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_dict({**d, "momentum": None})
+    assert e.value.field == "momentum"
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_dict({**d, "seeds": [SEED_LIMIT]})
+    assert e.value.field == "seeds"
+    # a field an older file lacks takes its preset's value
+    d.pop("sync")
+    assert SweepSpec.from_dict(d).sync == PRESETS["mnist-cnn"].defaults["sync"]
+
+
+def test_home_relative_paths_are_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    np.savez(tmp_path / "x.npz", x_train=np.zeros((4, 2)))
+    (tmp_path / "m.keras").write_bytes(b"")
+    spec = build_spec({"data": "~/x.npz", "workload": "keras-file", "model_file": "~/m.keras", "optimizer": "adam"})
+    assert spec.data == str(tmp_path / "x.npz")
+    assert spec.model_file == str(tmp_path / "m.keras")
+    assert "does not exist" in spec_errors({"data": "~/missing.npz"})["data"].message
