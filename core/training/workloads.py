@@ -7,19 +7,8 @@ from typing import Any
 
 import keras
 import numpy as np
-from batchlab.core.spec import RunSpec, SpecError
+from batchlab.core.spec import MOMENTUM_OPTIMIZERS, OPTIMIZER_CLASSES, RunSpec, SpecError
 from keras import layers, ops
-
-# Keras's own defaults, used when the spec gives no learning rate.
-_OPTIMIZER_CLASSES = {
-    "adam": keras.optimizers.Adam,
-    "sgd": keras.optimizers.SGD,
-    "rmsprop": keras.optimizers.RMSprop,
-    "adagrad": keras.optimizers.Adagrad,
-    "adamw": keras.optimizers.AdamW,
-    "nadam": keras.optimizers.Nadam,
-    "adadelta": keras.optimizers.Adadelta,
-}
 
 AUTOENCODER_HIDDEN = 128
 AUTOENCODER_CODE = 32
@@ -35,11 +24,11 @@ def summed_binary_crossentropy(y_true, y_pred):
 
 
 def make_optimizer(name: str, lr: float | None, momentum: float) -> keras.optimizers.Optimizer:
-    cls = _OPTIMIZER_CLASSES[name]
+    cls = getattr(keras.optimizers, OPTIMIZER_CLASSES[name])  # the one optimizer table is core.spec's
     kwargs: dict[str, Any] = {}
-    if lr is not None:
+    if lr is not None:  # None: Keras's own default rate
         kwargs["learning_rate"] = lr
-    if name in ("sgd", "rmsprop"):
+    if name in MOMENTUM_OPTIMIZERS:
         kwargs["momentum"] = momentum
     return cls(**kwargs)
 
@@ -86,7 +75,8 @@ def build_model(run: RunSpec, data) -> tuple[keras.Model, Any, Any, Any, Any, li
     """
     spec = run.sweep
     if spec.workload == "keras-file":
-        return _user_model(run, data)
+        model, x_train, y_train, x_val, y_val, notes = _user_model(run, data)
+        return model, x_train, y_train, x_val, y_val, engine_notes(spec) + notes
     classes = data.num_classes or 0
     if spec.workload == "autoencoder":
         model = _autoencoder(int(np.prod(data.input_shape)))
@@ -99,7 +89,17 @@ def build_model(run: RunSpec, data) -> tuple[keras.Model, Any, Any, Any, Any, li
         model = _mlp(int(np.prod(data.input_shape)), classes)
         loss, metrics = keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
     model.compile(optimizer=make_optimizer(spec.optimizer, spec.lr, spec.momentum), loss=loss, metrics=metrics)
-    return model, data.x_train, data.y_train, data.x_val, data.y_val, []
+    return model, data.x_train, data.y_train, data.x_val, data.y_val, engine_notes(spec)
+
+
+def engine_notes(spec) -> list[str]:
+    """Log lines on settings the chosen engine does not use, so a run's log says what produced its numbers."""
+    if spec.loop == "fit" and spec.sync != "every_step":
+        return [
+            f"sync={spec.sync} applies to the instrumented loop only: model.fit (TensorFlow backend) reads every "
+            "step's logs, which waits for the device after every step"
+        ]
+    return []
 
 
 def _load_user_model(path: str) -> keras.Model:
