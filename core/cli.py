@@ -113,10 +113,10 @@ class _Interrupts:
 
 
 def _print_table(path: Path) -> None:
-    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.model import SweepData
     from batchlab.core.table import format_table, summary_rows
 
-    print(format_table(summary_rows(read_run_file(path))))
+    print(format_table(summary_rows(SweepData.from_file(path))))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -151,16 +151,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.model import SweepData
     from batchlab.core.table import format_table, summary_rows
 
-    record = read_run_file(args.file)
-    rows = summary_rows(record)
+    sweep = SweepData.from_file(args.file)  # the same model, and so the same figures, as the window
+    rows = summary_rows(sweep)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return EXIT_OK
-    env = record.environment
-    print(f"{args.file}: sweep {record.status}; {env.get('device_description', 'unknown device')}")
+    env = sweep.environment
+    print(f"{args.file}: sweep {sweep.status}; {env.get('device_description', 'unknown device')}")
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
     print(format_table(rows))
     return EXIT_OK

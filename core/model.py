@@ -1,21 +1,42 @@
-"""What the window knows about one sweep: runs, their step and epoch columns, and the log.
+"""The one sweep model: runs, their step and epoch columns, run attributes and the log.
 
-Filled either live from the event stream or at once from a run file, so every view
-draws from one place. Plain Python and numpy: no Qt here, so it is cheap to test.
+Filled live from the event stream (``SweepData.handle``) or at once from a run file
+(``SweepData.from_file`` / ``from_record``); both paths keep the same columns and run
+attributes, and every figure a view, the CLI table or ``batchlab report`` shows is
+``RunData.figures``, derived from them by batchlab.core.figures.run_figures (the rules are
+there), so a run shows the same numbers live, reopened and in the report.
+Plain Python and numpy: no Qt, no TensorFlow.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from batchlab.core import events as ev
+from batchlab.core.figures import FIGURE_NAMES, MEMORY_SOURCES, RunFigures, run_figures
+from batchlab.core.runfile.format import column_values
+from batchlab.core.runfile.reader import SweepRecord, read_run_file
+
+__all__ = [
+    "FAILED_STATUSES",
+    "FIGURE_NAMES",
+    "MEMORY_SOURCES",
+    "Columns",
+    "RunData",
+    "RunFigures",
+    "SweepData",
+    "next_version",
+    "run_figures",
+]
 
 FAILED_STATUSES = ("oom", "diverged", "crashed", "error")
+# Event keys that are not run attributes.
+_EVENT_KEYS = frozenset(("type", "run"))
 _versions = itertools.count(1)
 
 
@@ -24,12 +45,15 @@ def next_version() -> int:
     return next(_versions)
 
 
+# ---------------------------------------------------------------------- runs
+
+
 class Columns:
     """Named numpy columns that grow by appending, with doubling capacity (amortised O(1) per row)."""
 
     def __init__(self, columns: Iterable[ev.Column], capacity: int = 256):
-        self._dtypes = {c.name: np.dtype(c.dtype) for c in columns}
-        self._data = {name: np.empty(capacity, dtype=dt) for name, dt in self._dtypes.items()}
+        self._columns = {c.name: c for c in columns}
+        self._data = {c.name: np.empty(capacity, dtype=c.dtype) for c in self._columns.values()}
         self._n = 0
 
     def __len__(self) -> int:
@@ -38,22 +62,24 @@ class Columns:
     def __getitem__(self, name: str) -> np.ndarray:
         return self._data[name][: self._n]
 
+    def get(self, name: str, default: Any = None) -> np.ndarray | Any:
+        return self[name] if name in self._data else default
+
     def names(self) -> tuple[str, ...]:
-        return tuple(self._dtypes)
+        return tuple(self._columns)
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return {name: self[name] for name in self._columns}
 
     def extend(self, values: Mapping[str, Any]) -> None:
-        """Append equal-length lists (or scalars: one row); missing columns are filled with NaN / -1."""
-        lengths = {len(np.atleast_1d(values[k])) for k in self._dtypes if k in values}
+        """Append equal-length lists (or scalars: one row); missing values become NaN / -1 as in the file."""
+        lengths = {1 if np.ndim(values[k]) == 0 else len(values[k]) for k in self._columns if k in values}
         if not lengths:
             return
         count = max(lengths)
         self._reserve(self._n + count)
-        for name, dt in self._dtypes.items():
-            target = self._data[name]
-            if name in values:
-                target[self._n : self._n + count] = np.asarray(values[name], dtype=dt)
-            else:
-                target[self._n : self._n + count] = np.nan if dt.kind == "f" else -1
+        for name, column in self._columns.items():
+            self._data[name][self._n : self._n + count] = column_values(column, values.get(name), count)
         self._n += count
 
     def _reserve(self, size: int) -> None:
@@ -70,7 +96,7 @@ class Columns:
 
 @dataclass
 class RunData:
-    """One run of a sweep as the window sees it."""
+    """One run of a sweep: its plan, status, run attributes (as the file's run group holds them) and columns."""
 
     index: int
     batch_size: int
@@ -79,15 +105,13 @@ class RunData:
     message: str = ""
     steps_per_epoch: int | None = None
     epochs_planned: int | None = None
-    final_loss: float = math.nan
-    total_time: float = math.nan
-    samples_per_s: float = math.nan
-    recorded_peak_bytes: int = -1
+    attrs: dict[str, Any] = field(default_factory=dict)  # run_started / run_ended fields, or the file's
     steps: Columns = field(default_factory=lambda: Columns(ev.STEP_COLUMNS))
     epochs: Columns = field(default_factory=lambda: Columns(ev.EPOCH_COLUMNS, capacity=16))
     version: int = field(default_factory=next_version)  # any change
     steps_version: int = field(default_factory=next_version)  # new step rows
     epochs_version: int = field(default_factory=next_version)  # new epoch rows
+    _figures: tuple[int, RunFigures] | None = field(default=None, repr=False, compare=False)
 
     def touch(self) -> None:
         self.version = next_version()
@@ -101,21 +125,12 @@ class RunData:
         return self.status in FAILED_STATUSES
 
     @property
-    def peak_memory_bytes(self) -> int:
-        """Peak memory as the CLI report counts it: TensorFlow's allocator peak, else device, else host RSS."""
-        for name in ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes"):
-            col = self.epochs[name]
-            if len(col) and (col >= 0).any():
-                return int(col.max())
-        return self.recorded_peak_bytes
-
-    def last_loss(self) -> float:
-        """The final loss if the run reported one, else the last finite step loss (NaN if none)."""
-        if math.isfinite(self.final_loss):
-            return self.final_loss
-        loss = self.steps["loss"]
-        finite = loss[np.isfinite(loss)]
-        return float(finite[-1]) if len(finite) else math.nan
+    def figures(self) -> RunFigures:
+        """Every per-run figure (see run_figures), recomputed only when the run changed."""
+        if self._figures is None or self._figures[0] != self.version:
+            figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs)
+            self._figures = (self.version, figures)
+        return self._figures[1]
 
     def step_fraction(self) -> float:
         """How far this run got, 0..1, from its steps and its planned total."""
@@ -124,6 +139,21 @@ class RunData:
         if not self.steps_per_epoch or not self.epochs_planned:
             return 0.0
         return min(1.0, len(self.steps) / (self.steps_per_epoch * self.epochs_planned))
+
+
+def _scalar_fields(event: Mapping[str, Any]) -> dict[str, Any]:
+    """An event's scalar fields, which the writer stores as run attributes."""
+    return {
+        k: v for k, v in event.items() if k not in _EVENT_KEYS and isinstance(v, (str, int, float, bool, np.generic))
+    }
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 else None
 
 
 class SweepData:
@@ -140,12 +170,21 @@ class SweepData:
         self.logs: list[dict[str, Any]] = []
         self.current_run: int | None = None
         self.summary_version = next_version()
+        self._handlers = {
+            ev.SWEEP_STARTED: self._on_sweep_started,
+            ev.RUN_STARTED: self._on_run_started,
+            ev.STEPS: self._on_steps,
+            ev.EPOCH_ENDED: self._on_epoch_ended,
+            ev.RUN_ENDED: self._on_run_ended,
+            ev.LOG: self._on_log,
+            ev.SWEEP_ENDED: self._on_sweep_ended,
+        }
 
     # ------------------------------------------------------------ live events
 
     def handle(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        handler = getattr(self, f"_on_{kind}", None)
+        """Apply one event; unknown types are ignored, as the writer does."""
+        handler = self._handlers.get(event.get("type"))
         if handler is not None:
             handler(event)
 
@@ -165,11 +204,12 @@ class SweepData:
 
     def _on_run_started(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
+        run.attrs.update(_scalar_fields(e))
         run.batch_size = int(e.get("batch_size", run.batch_size))
         run.seed = int(e.get("seed", run.seed))
         run.status = "running"
-        run.steps_per_epoch = e.get("steps_per_epoch")
-        run.epochs_planned = e.get("epochs")
+        run.steps_per_epoch = _int_or_none(e.get("steps_per_epoch"))
+        run.epochs_planned = _int_or_none(e.get("epochs"))
         self.current_run = run.index
         run.steps_version = run.epochs_version = next_version()  # plots make the run's curves now
         run.touch()
@@ -177,23 +217,21 @@ class SweepData:
 
     def _on_steps(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
-        run.steps.extend({k: e[k] for k in ev.STEP_COLUMN_NAMES if k in e})
+        run.steps.extend({k: e[k] for k in run.steps.names() if k in e})
         run.steps_version = next_version()
         run.touch()
 
     def _on_epoch_ended(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
-        run.epochs.extend({k: e[k] for k in ev.EPOCH_COLUMN_NAMES if k in e})
+        run.epochs.extend({k: e[k] for k in run.epochs.names() if k in e})
         run.epochs_version = next_version()
         run.touch()
 
     def _on_run_ended(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
-        run.status = str(e.get("status", "error"))
+        run.attrs.update(_scalar_fields(e))
+        run.status = str(e.get("status") or "error")
         run.message = str(e.get("message") or "")
-        run.final_loss = _float(e.get("final_loss"))
-        run.total_time = _float(e.get("total_time"))
-        run.samples_per_s = _float(e.get("samples_per_s"))
         run.touch()
         self.summary_version = next_version()
 
@@ -209,25 +247,29 @@ class SweepData:
     # ------------------------------------------------------------ from a file
 
     @classmethod
-    def from_record(cls, record: Any, label: str = "", path: str | None = None) -> SweepData:
-        """Build from batchlab.core.runfile's SweepRecord (a file on disk, finished or still being written)."""
+    def from_record(cls, record: SweepRecord, label: str = "", path: str | None = None) -> SweepData:
+        """Build from a batchlab.core.runfile.SweepRecord (a file on disk, finished or still being written)."""
         data = cls(label=label, path=path)
-        data.spec = dict(getattr(record, "spec", {}) or {})
-        data.environment = dict(getattr(record, "environment", {}) or {})
-        data.status = str(getattr(record, "status", "") or "")
+        data.spec = dict(record.spec or {})
+        data.environment = dict(record.environment or {})
+        data.status = str(record.status or "")
+        data.message = str(record.message or "")
         for rec in record.runs:
             run = RunData(int(rec.index), int(rec.batch_size), int(rec.seed))
             run.status = str(rec.status)
-            run.message = str(getattr(rec, "message", "") or "")
+            run.message = str(rec.message or "")
+            run.attrs = dict(rec.attrs)
+            run.steps_per_epoch = _int_or_none(rec.attrs.get("steps_per_epoch"))
+            run.epochs_planned = _int_or_none(rec.attrs.get("epochs"))
             run.steps.extend(dict(rec.steps or {}))
             run.epochs.extend(dict(rec.epochs or {}))
-            run.final_loss = _float(getattr(rec, "final_loss", None))
-            run.total_time = _float(getattr(rec, "total_time", None))
-            run.samples_per_s = _float(getattr(rec, "samples_per_s", None))
-            peak = getattr(rec, "peak_memory_bytes", None)
-            run.recorded_peak_bytes = int(peak) if peak is not None and math.isfinite(float(peak)) else -1
             data.runs[run.index] = run
         return data
+
+    @classmethod
+    def from_file(cls, path: str | Path, label: str = "") -> SweepData:
+        """Read a run file into the model; raises batchlab.core.runfile.RunFileError if it cannot."""
+        return cls.from_record(read_run_file(path), label=label or Path(path).name, path=str(path))
 
     # ------------------------------------------------------------ questions views ask
 
@@ -242,10 +284,3 @@ class SweepData:
         if not self.runs:
             return 0.0
         return sum(r.step_fraction() for r in self.runs.values()) / len(self.runs)
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan

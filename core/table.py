@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import SweepRecord, status_if_writer_gone
 
 MIB = 1 << 20
@@ -15,32 +16,30 @@ TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
     ("final_loss", "final loss", "{:.4g}"),
     ("total_time", "time (s)", "{:.1f}"),
     ("samples_per_s", "samples/s", "{:.0f}"),
-    ("peak_memory_bytes", "peak mem (MiB)", "{:.1f}"),
+    ("tracing_time", "tracing (s)", "{:.2f}"),
+    ("first_epoch_peak_bytes", "mem 1st epoch (MiB)", "{:.1f}"),
+    ("steady_peak_bytes", "mem steady (MiB)", "{:.1f}"),
 )
+BYTES_KEYS = ("peak_memory_bytes", "first_epoch_peak_bytes", "steady_peak_bytes")
 
 
-def summary_rows(record: SweepRecord, writer_gone: bool = False) -> list[dict[str, Any]]:
-    """One dict per run: index, batch_size, seed, status, final_loss, total_time (s),
-    samples_per_s, peak_memory_bytes (-1 unknown) and message.
+def summary_rows(sweep: SweepData | SweepRecord, writer_gone: bool = False) -> list[dict[str, Any]]:
+    """One dict per run: index, batch_size, seed, status, message and every figure of
+    batchlab.core.model.RunFigures (final_loss, total_time (s), samples_per_s (steady state),
+    step_time (s), epoch_time (s), tracing_time (s), peak_memory_bytes, first_epoch_peak_bytes,
+    steady_peak_bytes (bytes, -1 unknown) and peak_memory_source).
 
-    With `writer_gone`, runs the file still calls "running" are reported as "interrupted".
+    Takes the sweep model (live) or a record read from a file: the figures come from the model
+    either way. With `writer_gone`, runs the file still calls "running" are reported as "interrupted".
     """
+    data = sweep if isinstance(sweep, SweepData) else SweepData.from_record(sweep)
     rows = []
-    for run in record.runs:
+    for run in data.ordered_runs():
         status = status_if_writer_gone(run.status) if writer_gone else run.status
-        rows.append(
-            {
-                "index": run.index,
-                "batch_size": run.batch_size,
-                "seed": run.seed,
-                "status": status,
-                "final_loss": run.final_loss,
-                "total_time": run.total_time,
-                "samples_per_s": run.samples_per_s,
-                "peak_memory_bytes": run.peak_memory_bytes,
-                "message": run.message,
-            }
-        )
+        row = {"index": run.index, "batch_size": run.batch_size, "seed": run.seed, "status": status}
+        row.update(run.figures.as_dict())
+        row["message"] = run.message
+        rows.append(row)
     return rows
 
 
@@ -48,9 +47,9 @@ def _cell(key: str, value: Any, fmt: str) -> str:
     """A number as text; NaN, None and the -1 "not available" marker show as "-"."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
-    if key in ("batch_size", "seed", "peak_memory_bytes") and value < 0:
+    if key in ("batch_size", "seed", *BYTES_KEYS) and value < 0:
         return "-"
-    if key == "peak_memory_bytes":
+    if key in BYTES_KEYS:
         value = value / MIB
     return fmt.format(value)
 

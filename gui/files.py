@@ -8,7 +8,6 @@ from pathlib import Path
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401 - registers pg.exporters
 from batchlab.core.model import SweepData
-from batchlab.core.runfile.reader import read_run_file
 from PySide6.QtCore import QFileSystemWatcher, QObject, QSettings, QTimer, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtSvg import QSvgGenerator
@@ -21,8 +20,7 @@ PLOT_EXPORT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
 
 def load_sweep(path: str | os.PathLike, label: str = "") -> SweepData:
     """Read a run file into the window's model; raises batchlab.core.runfile.RunFileError if it cannot."""
-    record = read_run_file(path)
-    return SweepData.from_record(record, label=label or Path(path).name, path=str(path))
+    return SweepData.from_file(path, label=label)
 
 
 class RecentFiles:

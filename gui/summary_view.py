@@ -25,20 +25,15 @@ METRICS = {
 
 
 def metric_value(run: RunData, metric: str) -> float:
-    """The run's value for a summary metric (NaN when it has none)."""
+    """The run's value for a summary metric (NaN when it has none); the figures come from the core model."""
+    figures = run.figures
     if metric == "final_loss":
-        return run.last_loss()
+        return figures.final_loss
     if metric == "total_time":
-        if math.isfinite(run.total_time):
-            return run.total_time
-        wall = run.steps["wall_time"]
-        return float(wall[-1]) if len(wall) else math.nan
+        return figures.total_time
     if metric == "throughput":
-        if math.isfinite(run.samples_per_s):
-            return run.samples_per_s
-        sps = run.epochs["samples_per_s"]
-        return float(np.nanmean(sps)) if len(sps) else math.nan
-    peak = run.peak_memory_bytes
+        return figures.samples_per_s
+    peak = figures.peak_memory_bytes
     return peak / MIB if peak > 0 else math.nan
 
 

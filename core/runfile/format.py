@@ -5,8 +5,11 @@ Shared by the writer and the reader (docs/runfile-format.md describes the layout
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
+from batchlab.core.events import Column
 from batchlab.core.spec import SpecError
 
 FORMAT = "batchlab-sweep"
@@ -33,3 +36,34 @@ def int_or(value: Any, default: int = -1) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+def missing_value(dtype: str) -> float | int:
+    """The value stored where an event lacks a column: NaN for floats, -1 for integers."""
+    return -1 if np.dtype(dtype).kind in "iu" else math.nan
+
+
+def column_values(column: Column, values: Any, n: int) -> np.ndarray:
+    """`values` as n items of the column's dtype; None, missing or short lists become the missing value.
+
+    The writer and the live model both use it, so a run reads the same live and from its file.
+    """
+    fill = missing_value(column.dtype)
+    if values is None:
+        return np.full(n, fill, dtype=column.dtype)
+    if isinstance(values, np.ndarray) and values.dtype != object and values.ndim == 1:  # a column read back
+        out = np.full(n, fill, dtype=column.dtype)
+        out[: min(n, len(values))] = values[:n]
+        return out
+    is_int = np.dtype(column.dtype).kind in "iu"
+    items = [_clean(v, fill, is_int) for v in np.atleast_1d(np.asarray(values, dtype=object)).tolist()][:n]
+    items += [fill] * (n - len(items))
+    return np.asarray(items, dtype=column.dtype)
+
+
+def _clean(value: Any, fill: float | int, is_int: bool) -> Any:
+    if value is None:
+        return fill
+    if is_int and isinstance(value, float) and not math.isfinite(value):
+        return fill
+    return value

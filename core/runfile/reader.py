@@ -7,7 +7,6 @@ writer (in the same process, see core/runfile/writer.py) has it open and has flu
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import h5py
 import numpy as np
 from batchlab.core import __version__
+from batchlab.core.figures import RunFigures, run_figures
 from batchlab.core.runfile.format import FORMAT, FORMAT_VERSION, HDF5_SIGNATURE, RunFileError, int_or
 
 
@@ -29,16 +29,12 @@ def _native(value: Any) -> Any:
     return value
 
 
-def _last_finite(values: np.ndarray | None) -> float:
-    if values is None:
-        return math.nan
-    finite = values[np.isfinite(values)]
-    return float(finite[-1]) if len(finite) else math.nan
-
-
 @dataclass
 class RunRecord:
-    """One run as the file holds it; `status` is exactly what the writer last wrote."""
+    """One run as the file holds it; `status` is exactly what the writer last wrote.
+
+    `attrs` are the run group's attributes; `steps` and `epochs` map column names to arrays.
+    """
 
     index: int
     batch_size: int
@@ -49,54 +45,31 @@ class RunRecord:
     steps: dict[str, np.ndarray]
     epochs: dict[str, np.ndarray]
 
-    def _ended_value(self, name: str) -> float:
-        """A number run_ended gave; NaN when it did not arrive or gave none (a crash, a kill)."""
-        try:
-            return float(self.attrs.get(name, math.nan))
-        except (TypeError, ValueError):
-            return math.nan
+    @property
+    def figures(self) -> RunFigures:
+        """Every per-run figure, by the one set of rules in batchlab.core.figures (the live model uses the same)."""
+        return run_figures(self.steps, self.epochs, self.attrs)
 
+    # Shorthands for the figures most scripts want.
     @property
     def final_loss(self) -> float:
-        """run_ended's final loss if it gave a finite one, else the last epoch's train_loss (NaN if none)."""
-        value = self._ended_value("final_loss")
-        return value if math.isfinite(value) else _last_finite(self.epochs.get("train_loss"))
+        return self.figures.final_loss
 
     @property
     def total_time(self) -> float:
-        """Seconds of training from run_ended, else the last recorded epoch's wall_time (NaN if none)."""
-        value = self._ended_value("total_time")
-        return value if math.isfinite(value) else _last_finite(self.epochs.get("wall_time"))
+        return self.figures.total_time
 
     @property
     def samples_per_s(self) -> float:
-        """Training throughput (samples/s) from run_ended, else the mean over recorded epochs."""
-        value = self._ended_value("samples_per_s")
-        if math.isfinite(value):
-            return value
-        values = self.epochs.get("samples_per_s")
-        finite = values[np.isfinite(values)] if values is not None else np.array([])
-        return float(finite.mean()) if len(finite) else math.nan
-
-    @property
-    def peak_memory_source(self) -> str | None:
-        """Which epoch column `peak_memory_bytes` comes from, or None when no epoch reported memory.
-
-        On a GPU the TensorFlow allocator peak is preferred: it is the memory the tensors of this
-        batch size needed. nvidia-smi's figure comes next: it adds the CUDA context and the
-        allocator's cached pool, which hide the batch-size effect. Host RSS is the CPU fallback.
-        """
-        for name in ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes"):
-            values = self.epochs.get(name)
-            if values is not None and np.any(values >= 0):
-                return name
-        return None
+        return self.figures.samples_per_s
 
     @property
     def peak_memory_bytes(self) -> int:
-        """Largest value over the epochs of the column `peak_memory_source` names; -1 when unknown."""
-        source = self.peak_memory_source
-        return -1 if source is None else int(self.epochs[source].max())
+        return self.figures.peak_memory_bytes
+
+    @property
+    def peak_memory_source(self) -> str | None:
+        return self.figures.peak_memory_source
 
 
 @dataclass

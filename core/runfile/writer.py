@@ -36,10 +36,17 @@ from batchlab.core.events import (
     STEPS,
     SWEEP_ENDED,
     SWEEP_STARTED,
-    Column,
     now_iso,
 )
-from batchlab.core.runfile.format import FILE_SUFFIXES, FORMAT, FORMAT_VERSION, int_or, run_group_name
+from batchlab.core.runfile.format import (
+    FILE_SUFFIXES,
+    FORMAT,
+    FORMAT_VERSION,
+    column_values,
+    int_or,
+    missing_value,
+    run_group_name,
+)
 from batchlab.core.spec import SpecError
 
 STEP_CHUNK = 1024  # rows per chunk: small enough that an epoch flush recompresses little (files ~45% smaller than 4096)
@@ -47,35 +54,19 @@ EPOCH_CHUNK = 64
 LOG_CHUNK = 256
 GZIP_LEVEL = 4
 INTERRUPTED_MESSAGE = "sweep ended before this run finished"
+# NeXus-style tags (NX_class, signal, axes): generic viewers (silx view, HDFView) plot the tables as they are.
+NX_TABLES = {"steps": ("loss", "step"), "epochs": ("train_loss", "epoch")}  # group -> (signal, axes)
+# Run attributes the writer sets itself; other scalar run_started / run_ended fields are stored as they come.
+RUN_ATTRS = frozenset(
+    ("index", "batch_size", "seed", "nice", "status", "message", "pid", "device", "steps_per_epoch", "epochs")
+    + ("samples", "started", "ended", "final_loss", "total_time", "samples_per_s", "NX_class", "default")
+)
+_EVENT_KEYS = frozenset(("type", "run"))
 # Root attributes the writer owns; environment keys with these names stay only in `environment`.
 RESERVED_ROOT_ATTRS = frozenset(
     ("format", "format_version", "created", "updated", "status", "message", "started", "ended")
     + ("app_version", "spec", "environment")
 )
-
-
-def _missing(dtype: str) -> float | int:
-    """The value written where an event lacks a column: NaN for floats, -1 for integers."""
-    return -1 if np.dtype(dtype).kind in "iu" else math.nan
-
-
-def _clean(value: Any, fill: float | int, is_int: bool) -> Any:
-    if value is None:
-        return fill
-    if is_int and isinstance(value, float) and not math.isfinite(value):
-        return fill
-    return value
-
-
-def _column_values(column: Column, values: Any, n: int) -> np.ndarray:
-    """`values` as n items of the column's dtype; missing or short lists are padded with the fill."""
-    fill = _missing(column.dtype)
-    if values is None:
-        return np.full(n, fill, dtype=column.dtype)
-    is_int = np.dtype(column.dtype).kind in "iu"
-    items = [_clean(v, fill, is_int) for v in values][:n]
-    items += [fill] * (n - len(items))
-    return np.asarray(items, dtype=column.dtype)
 
 
 def _append(dataset: h5py.Dataset, values: np.ndarray) -> None:
@@ -89,6 +80,24 @@ def _float_or_nan(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+def _extra_attrs(event: dict[str, Any]) -> dict[str, Any]:
+    """The scalar fields of a run event the writer has no rule for, as HDF5 attribute values (bool as 0/1).
+
+    Newer trainers add fields (engine, sync, fetch_overhead_s, tracing_time_s, ...) without a writer change.
+    """
+    out: dict[str, Any] = {}
+    for key, value in event.items():
+        if key in _EVENT_KEYS or key in RUN_ATTRS:
+            continue
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool):
+            out[key] = int(value)
+        elif isinstance(value, (str, int, float)):
+            out[key] = value
+    return out
 
 
 class RunFileWriter:
@@ -130,6 +139,7 @@ class RunFileWriter:
                 "status": "running",
                 "message": "",
                 "app_version": __version__,
+                "NX_class": "NXroot",
             }
         )
         # Open datasets, kept so their chunks stay cached until a flush (module docstring).
@@ -144,6 +154,8 @@ class RunFileWriter:
             LOG: self._log,
             SWEEP_ENDED: self._sweep_ended,
         }
+        self._file.create_group("runs").attrs["NX_class"] = "NXcollection"
+        self._log_dataset = self._create_log()
         self.flush()
 
     # ------------------------------------------------------------------ public
@@ -204,6 +216,7 @@ class RunFileWriter:
             group = runs.create_group(name)
             group.attrs.update(
                 {
+                    "NX_class": "NXentry",
                     "index": index,
                     "batch_size": int_or(batch_size),
                     "seed": int_or(seed),
@@ -222,7 +235,10 @@ class RunFileWriter:
         group = self._run_group(index)
         if name not in group:
             table = group.create_group(name)
+            signal, axes = NX_TABLES[name]
+            table.attrs.update({"NX_class": "NXdata", "signal": signal, "axes": axes})
             table.attrs["columns"] = np.array([c.name for c in columns], dtype=h5py.string_dtype("utf-8"))
+            group.attrs["default"] = "steps"  # what a NeXus viewer plots when the run is opened
             for c in columns:
                 ds = table.create_dataset(
                     c.name,
@@ -233,7 +249,7 @@ class RunFileWriter:
                     compression="gzip",
                     compression_opts=GZIP_LEVEL,
                     shuffle=True,
-                    fillvalue=_missing(c.dtype),
+                    fillvalue=missing_value(c.dtype),
                 )
                 ds.attrs["units"] = c.units
                 ds.attrs["long_name"] = c.long_name
@@ -254,15 +270,18 @@ class RunFileWriter:
         self._run_group(int(index))
         return int(index)
 
+    def _create_log(self) -> h5py.Dataset:
+        """The /log dataset, empty until the first message (it always exists, see docs/runfile-format.md)."""
+        ds = self._open_file().create_dataset(
+            "log", shape=(0,), maxshape=(None,), dtype=h5py.string_dtype("utf-8"), chunks=(LOG_CHUNK,)
+        )
+        ds.attrs["units"] = ""
+        ds.attrs["long_name"] = "sweep log, one line per message: ISO time, level, [run N], message"
+        return ds
+
     def _write_log(self, level: str, message: str, run: Any = None, time: str | None = None) -> None:
-        f = self._open_file()
         if self._log_dataset is None:
-            if "log" not in f:
-                ds = f.create_dataset(
-                    "log", shape=(0,), maxshape=(None,), dtype=h5py.string_dtype("utf-8"), chunks=(LOG_CHUNK,)
-                )
-                ds.attrs["long_name"] = "sweep log, one line per message: ISO time, level, [run N], message"
-            self._log_dataset = f["log"]
+            raise RuntimeError(f"run file {self.path} is already closed")
         where = f" [run {run}]" if run is not None else ""
         line = f"{time or now_iso()} {level}{where} {message}"
         _append(self._log_dataset, np.array([line], dtype=object))
@@ -305,6 +324,7 @@ class RunFileWriter:
                 "started": str(event.get("started") or now_iso()),
             }
         )
+        attrs.update(_extra_attrs(event))
         self._table(index, "steps")
         self._table(index, "epochs")
         self.flush()
@@ -318,7 +338,7 @@ class RunFileWriter:
             return
         steps = self._table(index, "steps")
         for c in STEP_COLUMNS:
-            _append(steps[c.name], _column_values(c, event.get(c.name), n))
+            _append(steps[c.name], column_values(c, event.get(c.name), n))
         # No flush: steps arrive several times a second; the epoch_ended flush covers them.
 
     def _epoch_ended(self, event: dict[str, Any]) -> None:
@@ -327,7 +347,7 @@ class RunFileWriter:
             return
         epochs = self._table(index, "epochs")
         for c in EPOCH_COLUMNS:
-            _append(epochs[c.name], _column_values(c, [event.get(c.name)], 1))
+            _append(epochs[c.name], column_values(c, [event.get(c.name)], 1))
         self.flush()
 
     def _run_ended(self, event: dict[str, Any]) -> None:
@@ -342,6 +362,7 @@ class RunFileWriter:
                 "final_loss": _float_or_nan(event.get("final_loss")),
                 "total_time": _float_or_nan(event.get("total_time")),
                 "samples_per_s": _float_or_nan(event.get("samples_per_s")),
+                **_extra_attrs(event),
             }
         )
         self.flush()

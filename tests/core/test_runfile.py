@@ -28,6 +28,7 @@ from batchlab.core.events import (
     make_event,
 )
 from batchlab.core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
+from batchlab.core.runfile.format import column_values
 from batchlab.core.runfile.reader import read_run_file, status_if_writer_gone
 from batchlab.core.runfile.writer import STEP_CHUNK
 from batchlab.core.spec import SpecError, SweepSpec
@@ -182,23 +183,26 @@ def test_full_sweep_round_trip(tmp_path):
     assert (ok.attrs["steps_per_epoch"], ok.attrs["epochs"], ok.attrs["samples"]) == (64, 2, 1024)
     assert ok.attrs["started"] == "2024-05-01T10:00:05+00:00"
     assert ok.attrs["ended"] == "2024-05-01T10:00:09+00:00"
-    assert (ok.final_loss, ok.total_time, ok.samples_per_s) == (0.7, 1.2, 1850.0)
+    assert (ok.attrs["final_loss"], ok.attrs["total_time"], ok.attrs["samples_per_s"]) == (0.7, 1.2, 1850.0)
+    # the figures follow the model's rules: last epoch's train_loss, run_ended's time, steady-state steps
+    assert ok.final_loss == pytest.approx(0.7) and ok.total_time == 1.2
+    assert ok.samples_per_s == pytest.approx(16 / 0.0021)  # epoch 1's steps: 16 samples every 2.1 ms
 
     sent = [e for e in events if e["type"] == STEPS and e["run"] == 0]
     for c in STEP_COLUMNS:
-        expected = np.concatenate([np.asarray(e[c.name], dtype=c.dtype) for e in sent])
+        expected = np.concatenate([column_values(c, e.get(c.name), len(e["step"])) for e in sent])
         np.testing.assert_array_equal(ok.steps[c.name], expected)
         assert ok.steps[c.name].dtype == np.dtype(c.dtype)
     assert len(ok.steps["step"]) == 128
     sent_epochs = [e for e in events if e["type"] == EPOCH_ENDED and e["run"] == 0]
     for c in EPOCH_COLUMNS:
-        expected = np.array([e[c.name] for e in sent_epochs], dtype=c.dtype)
+        expected = np.concatenate([column_values(c, [e.get(c.name)], 1) for e in sent_epochs])
         np.testing.assert_array_equal(ok.epochs[c.name], expected)
 
     oom = record.runs[1]
     assert oom.message.startswith("OOM when allocating")
     assert len(oom.steps["loss"]) == 3 and all(len(v) == 0 for v in oom.epochs.values())
-    assert math.isnan(oom.final_loss) and oom.peak_memory_bytes == -1
+    assert oom.final_loss == pytest.approx(np.mean(oom.steps["loss"])) and oom.peak_memory_bytes == -1
     assert record.log[0].endswith(" info sweep of 3 runs")
     assert record.log[1].endswith(" warning [run 1] out of memory at batch size 64")
 
@@ -412,16 +416,151 @@ def test_summary_rows_and_table_for_ok_oom_and_crashed_runs(tmp_path):
         (1, 64, 0, "oom"),
         (2, 256, 0, "crashed"),
     ]
-    assert rows[0]["final_loss"] == 0.7 and rows[0]["total_time"] == 1.2 and rows[0]["samples_per_s"] == 1850.0
+    assert rows[0]["final_loss"] == pytest.approx(0.7) and rows[0]["total_time"] == 1.2
+    assert rows[0]["samples_per_s"] == pytest.approx(16 / 0.0021)
+    assert (rows[0]["first_epoch_peak_bytes"], rows[0]["steady_peak_bytes"]) == (40 * MIB, 41 * MIB)
     assert rows[0]["peak_memory_bytes"] == 41 * MIB and rows[0]["message"] == ""
-    assert math.isnan(rows[1]["final_loss"]) and rows[1]["peak_memory_bytes"] == -1
+    assert rows[1]["final_loss"] == pytest.approx(np.mean(1 / (1 + 0.01 * np.arange(3))))  # steps of epoch 0
+    assert rows[1]["peak_memory_bytes"] == -1 and math.isnan(rows[1]["samples_per_s"]) is False
 
     lines = format_table(rows).splitlines()
-    assert lines[0] == "batch  seed  final loss  time (s)  samples/s  peak mem (MiB)  status"
-    assert lines[1].split() == ["16", "0", "0.7", "1.2", "1850", "41.0", "ok"]
-    assert lines[2].split()[:6] == ["64", "0", "-", "-", "-", "-"]
-    assert lines[2].split(None, 6)[6] == "oom: OOM when allocating tensor with shape [64,784]"
-    assert lines[3].split(None, 6)[6] == "crashed: the training process died (exit code -11, SIGSEGV)"
+    assert lines[0].split("  ")[:3] == ["batch", "seed", "final loss"]
+    assert lines[0].endswith("mem 1st epoch (MiB)  mem steady (MiB)  status")
+    assert lines[1].split() == ["16", "0", "0.7", "1.2", "7619", "-", "40.0", "41.0", "ok"]
+    assert lines[2].split()[:8] == ["64", "0", "0.9902", "0.0", "30476", "-", "-", "-"]
+    assert lines[2].split(None, 8)[8] == "oom: OOM when allocating tensor with shape [64,784]"
+    assert lines[3].split(None, 8)[8] == "crashed: the training process died (exit code -11, SIGSEGV)"
     assert len(lines) == 4
     header_end = lines[0].index("status")
     assert all(line[header_end - 1] == " " != line[header_end] for line in lines[1:])  # status column lines up
+
+
+# ---------------------------------------------------------------------- self-description
+
+
+def test_log_exists_from_the_start_even_when_nothing_was_logged(tmp_path):
+    path = tmp_path / "quiet.h5"
+    with RunFileWriter(path):
+        with h5py.File(path, "r", locking=False) as f:
+            assert f["log"].shape == (0,) and f["log"].attrs["units"] == ""
+    assert read_run_file(path).log == []
+
+
+def test_unknown_scalar_run_fields_are_kept_as_run_attributes(tmp_path):
+    start = run_started(0, 16, 4)
+    start.update(engine="fit", sync="sampled", fetch_overhead_s=0.00033, jit=True, layers=[1, 2], note=None)
+    end = make_event(RUN_ENDED, run=0, status="ok", message="", ended="t", tracing_time_s=0.91, index=99)
+    attrs = read_run_file(write(tmp_path / "sweep.h5", [sweep_started(), start, end])).runs[0].attrs
+    assert (attrs["engine"], attrs["sync"], attrs["fetch_overhead_s"]) == ("fit", "sampled", 0.00033)
+    assert attrs["jit"] == 1 and attrs["tracing_time_s"] == 0.91
+    assert "layers" not in attrs and "note" not in attrs  # only scalars; None means "not given"
+    assert attrs["index"] == 0  # the writer's own attributes are not overwritten
+
+
+def _datasets(f: h5py.File) -> dict[str, h5py.Dataset]:
+    found = {}
+
+    def visit(name: str, obj) -> None:  # returning anything but None would stop the walk
+        if isinstance(obj, h5py.Dataset):
+            found[name] = obj
+
+    f.visititems(visit)
+    return found
+
+
+def test_nexus_tags_let_generic_viewers_plot_the_tables(tmp_path):
+    path = write(tmp_path / "sweep.h5", full_sweep())
+    with h5py.File(path, "r") as f:
+        assert f.attrs["NX_class"] == "NXroot" and f["runs"].attrs["NX_class"] == "NXcollection"
+        for run in f["runs"].values():
+            assert run.attrs["NX_class"] == "NXentry"
+            assert run.attrs["default"] in run and run[run.attrs["default"]].attrs["NX_class"] == "NXdata"
+            for table, signal, axes in (("steps", "loss", "step"), ("epochs", "train_loss", "epoch")):
+                group = run[table]
+                assert group.attrs["NX_class"] == "NXdata"
+                assert (group.attrs["signal"], group.attrs["axes"]) == (signal, axes)
+                assert group[signal].shape == group[axes].shape  # the signal plots against its axis
+        assert f["runs/run_000/steps/loss"].shape == (128,) and f["runs/run_000/epochs/train_loss"].shape == (2,)
+        datasets = _datasets(f)
+        assert "log" in datasets and len(datasets) == 1 + 3 * (len(STEP_COLUMNS) + len(EPOCH_COLUMNS))
+        for name, ds in datasets.items():
+            assert isinstance(ds.attrs["units"], str) and ds.attrs["long_name"], name
+
+
+# ---------------------------------------------------------------------- the format document
+
+DOC = REPO / "docs" / "runfile-format.md"
+
+
+def _doc_tables() -> dict[str, dict[str, str]]:
+    """Every markdown table of the format document: heading -> {name in backticks: second cell}."""
+    tables: dict[str, dict[str, str]] = {}
+    heading = ""
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        elif line.startswith("| `"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            for name in cells[0].split(","):
+                tables.setdefault(heading, {})[name.strip().strip("`")] = cells[1]
+    return tables
+
+
+def _doc_table(tables: dict[str, dict[str, str]], starts: str) -> dict[str, str]:
+    matches = [rows for heading, rows in tables.items() if heading.startswith(starts)]
+    assert len(matches) == 1, f"docs/runfile-format.md needs one table under a heading '{starts}...'"
+    return matches[0]
+
+
+def _attr_type(value) -> str:
+    """An attribute's type as the document writes it."""
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, np.ndarray):
+        return "string array" if value.dtype.kind == "O" else f"{value.dtype} array"
+    return str(np.asarray(value).dtype)
+
+
+def _assert_attrs_documented(attrs, documented: dict[str, str], where: str) -> None:
+    found = {name: _attr_type(value) for name, value in attrs.items()}
+    assert set(found) == set(documented), f"{where}: file-only {set(found) - set(documented)}, doc-only " + str(
+        set(documented) - set(found)
+    )
+    for name, kind in found.items():
+        assert documented[name].split(",")[0] == kind, f"{where} attribute {name}: file {kind}, doc {documented[name]}"
+
+
+def documented_sweep() -> list[dict]:
+    """full_sweep() with every run field the trainer sends, so the file has every documented name."""
+    events = full_sweep()
+    for event in events:
+        if event["type"] == RUN_STARTED:
+            event.update(nice=0, engine="loop", sync="every_step", fetch_overhead_s=0.0003)
+        if event["type"] == RUN_ENDED:
+            event.update(tracing_time_s=0.8)
+    return events
+
+
+def test_format_document_names_exactly_what_a_fresh_file_holds(tmp_path):
+    """docs/runfile-format.md and a fresh file agree on every group, dataset and attribute, and their types."""
+    tables = _doc_tables()
+    path = write(tmp_path / "sweep.h5", documented_sweep())
+    with h5py.File(path, "r") as f:
+        assert set(f) == {"log", "runs"}
+        _assert_attrs_documented(f.attrs, _doc_table(tables, "Root attributes"), "/")
+        _assert_attrs_documented(f["runs"].attrs, _doc_table(tables, "The `runs` group"), "/runs")
+        run = f["runs/run_000"]
+        assert set(run) == {"steps", "epochs"}
+        _assert_attrs_documented(run.attrs, _doc_table(tables, "Run attributes"), "/runs/run_000")
+        for table, heading in (("steps", "`steps/`"), ("epochs", "`epochs/`")):
+            group = run[table]
+            _assert_attrs_documented(group.attrs, _doc_table(tables, "Table groups"), group.name)
+            columns = {name: str(ds.dtype) for name, ds in group.items()}
+            assert columns == _doc_table(tables, heading), f"{group.name}: columns differ from the document"
+        for name, ds in _datasets(f).items():
+            _assert_attrs_documented(ds.attrs, _doc_table(tables, "Dataset attributes"), name)
+    # the column tables also say what core/events.py says, units and meaning included
+    text = DOC.read_text(encoding="utf-8")
+    for column in (*STEP_COLUMNS, *EPOCH_COLUMNS):
+        row = f"| `{column.name}` | {column.dtype} | {column.units or '—'} | {column.long_name} |"
+        assert row in text, f"docs/runfile-format.md lacks the row {row}"

@@ -1,0 +1,246 @@
+"""Every per-run figure BatchLab shows, from a run's step and epoch columns and its run attributes.
+
+One set of rules for every consumer: the sweep model (batchlab.core.model, live and from files),
+the run-file reader's RunRecord, the CLI table and `batchlab report`, the window's views.
+numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for readers of the file):
+
+- final loss: the ``train_loss`` of the last finished epoch; when no epoch finished (or its
+  loss is not finite), the sample-weighted mean of the finite step losses after it.
+- total time (s): run_ended's ``total_time`` when it came, else the last recorded ``wall_time``.
+- steady throughput (samples/s): samples over wall time of the untraced steps, each step's
+  wall time being the gap to the step before it in the same epoch (the first step of a later
+  epoch is left out: its gap holds the validation pass). Files without a ``traced`` column:
+  the steps of the epochs after the first, or all steps when the run has no later epoch.
+- steady step time (s): median ``step_time`` of the same steps (compute time only).
+- steady epoch time (s): mean ``epoch_time`` of the epochs without a traced step (without a
+  ``traced_steps`` column: the epochs after the first).
+- tracing cost (s): ``sum(step_time[traced]) - n_traced * median(step_time[untraced])``; without
+  a ``traced`` column, run_ended's ``tracing_time_s`` if it came, else NaN.
+- peak memory (bytes, -1 unknown): from ``tf_peak_bytes``, else ``device_memory_bytes``, else
+  ``rss_peak_bytes``: the largest over all epochs, the first epoch's, and the largest over the
+  epochs after the first (steady state, without the first epoch's autotuning scratch).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from batchlab.core import events as ev
+
+# Memory columns in the order they are preferred (see peak_memory_source).
+MEMORY_SOURCES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
+
+Table = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """Every per-run number BatchLab shows; NaN (or -1 for bytes) where the run has none."""
+
+    final_loss: float
+    total_time: float  # s
+    samples_per_s: float  # steady-state throughput, samples/s
+    step_time: float  # steady-state median step compute time, s
+    epoch_time: float  # steady-state mean epoch time, s
+    tracing_time: float  # one-time tracing/compiling cost, s
+    peak_memory_bytes: int  # largest over all epochs
+    first_epoch_peak_bytes: int  # the first epoch's (includes autotuning scratch)
+    steady_peak_bytes: int  # largest over the epochs after the first
+    peak_memory_source: str | None  # the epoch column the three peaks come from
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FIGURE_NAMES = tuple(RunFigures.__dataclass_fields__)
+
+
+def run_figures(steps: Table, epochs: Table, attrs: Mapping[str, Any] | None = None) -> RunFigures:
+    """All figures of one run from its step and epoch columns and its run attributes (see module docstring)."""
+    attrs = attrs or {}
+    source = peak_memory_source(epochs)
+    first_peak, steady_peak, peak = _peaks(epochs, source)
+    steady = _steady_steps(steps)
+    step_time = _column(steps, "step_time")
+    return RunFigures(
+        final_loss=final_loss(steps, epochs),
+        total_time=total_time(steps, epochs, attrs),
+        samples_per_s=_throughput(steps, steady),
+        step_time=_median(step_time[steady]) if len(step_time) else math.nan,
+        epoch_time=steady_epoch_time(epochs),
+        tracing_time=tracing_cost(steps, attrs),
+        peak_memory_bytes=peak,
+        first_epoch_peak_bytes=first_peak,
+        steady_peak_bytes=steady_peak,
+        peak_memory_source=source,
+    )
+
+
+def final_loss(steps: Table, epochs: Table) -> float:
+    """The last finished epoch's train_loss, else the sample-weighted mean loss of the steps after it."""
+    train_loss = _column(epochs, "train_loss")
+    if len(train_loss) and math.isfinite(train_loss[-1]):
+        return float(train_loss[-1])
+    loss = _column(steps, "loss").astype(np.float64)
+    epoch = _column(steps, "epoch", len(loss))
+    finished = _column(epochs, "epoch")
+    after = epoch > finished[-1] if len(finished) and len(epoch) else np.ones(len(loss), dtype=bool)
+    keep = after & np.isfinite(loss)
+    if not keep.any():
+        return math.nan
+    weights = _column(steps, "batch_size", len(loss)).astype(np.float64)[keep]
+    if not (weights > 0).all():
+        weights = np.ones(int(keep.sum()))
+    return float(np.average(loss[keep], weights=weights))
+
+
+def total_time(steps: Table, epochs: Table, attrs: Mapping[str, Any]) -> float:
+    """run_ended's total_time (s) when it came, else the last recorded wall_time of a step or an epoch."""
+    ended = _float(attrs.get("total_time"))
+    if math.isfinite(ended):
+        return ended
+    last = [_last_finite(_column(t, "wall_time")) for t in (steps, epochs)]
+    finite = [v for v in last if math.isfinite(v)]
+    return max(finite) if finite else math.nan
+
+
+def traced_known(steps: Table) -> bool:
+    """True when the steps say which of them traced the step function (files before that column: False)."""
+    traced = _column(steps, "traced")
+    return bool(len(traced)) and bool((traced >= 0).any())
+
+
+def _steady_steps(steps: Table) -> np.ndarray:
+    """Mask of the steps steady-state figures use: untraced ones, else those of epochs after the first."""
+    n = len(_column(steps, "step"))
+    if traced_known(steps):
+        return _column(steps, "traced", n) == 0
+    epoch = _column(steps, "epoch", n)
+    later = epoch > epoch.min() if n else np.zeros(0, dtype=bool)
+    return later if later.any() else np.ones(n, dtype=bool)
+
+
+def step_durations(steps: Table) -> np.ndarray:
+    """Wall time (s) of each step: the gap to the step before it in the same epoch; NaN where unknown.
+
+    The first step of the run takes its own wall_time (the clock starts as it begins); the first
+    step of a later epoch is NaN, since its gap holds the previous epoch's validation pass.
+    """
+    wall = _column(steps, "wall_time").astype(np.float64)
+    n = len(wall)
+    out = np.full(n, np.nan)
+    if n == 0:
+        return out
+    step = _column(steps, "step", n)
+    epoch = _column(steps, "epoch", n)
+    follows = (np.diff(step) == 1) & (np.diff(epoch) == 0)
+    out[1:] = np.where(follows, np.diff(wall), np.nan)
+    if step[0] == 0:
+        out[0] = wall[0]
+    return out
+
+
+def _throughput(steps: Table, steady: np.ndarray) -> float:
+    durations = step_durations(steps)
+    batch = _column(steps, "batch_size", len(durations))
+    keep = steady & np.isfinite(durations) & (batch > 0)
+    seconds = float(durations[keep].sum())
+    return float(batch[keep].sum()) / seconds if seconds > 0 else math.nan
+
+
+def steady_throughput(steps: Table) -> float:
+    """Samples per second over the steady-state steps (see module docstring)."""
+    return _throughput(steps, _steady_steps(steps))
+
+
+def steady_epoch_time(epochs: Table) -> float:
+    """Mean epoch_time (s) of the epochs without a traced step, or of those after the first."""
+    epoch_time = _column(epochs, "epoch_time").astype(np.float64)
+    n = len(epoch_time)
+    traced = _column(epochs, "traced_steps", n)
+    if n and (traced >= 0).any():
+        keep = traced == 0
+    else:
+        keep = np.arange(n) > 0
+    values = epoch_time[keep & np.isfinite(epoch_time)]
+    return float(values.mean()) if len(values) else math.nan
+
+
+def tracing_cost(steps: Table, attrs: Mapping[str, Any] | None = None) -> float:
+    """One-time tracing cost (s): traced steps' time minus what as many untraced steps take (median).
+
+    0 when no step traced; run_ended's tracing_time_s (else NaN) when the steps do not say.
+    """
+    step_time = _column(steps, "step_time").astype(np.float64)
+    traced = _column(steps, "traced", len(step_time))
+    fallback = _float((attrs or {}).get("tracing_time_s"))
+    if not traced_known(steps):
+        return fallback
+    timed = np.isfinite(step_time)
+    if not (traced == 1).any():
+        return 0.0
+    hit, plain = timed & (traced == 1), timed & (traced == 0)
+    if not hit.any() or not plain.any():
+        return fallback
+    return float(step_time[hit].sum() - hit.sum() * np.median(step_time[plain]))
+
+
+def peak_memory_source(epochs: Table) -> str | None:
+    """The epoch column peak memory comes from, or None when no epoch reported memory.
+
+    On a GPU the TensorFlow allocator peak is preferred: it is the memory the tensors of this
+    batch size needed. nvidia-smi's figure comes next: it adds the CUDA context and the
+    allocator's cached pool, which hide the batch-size effect. Host RSS is the CPU fallback.
+    """
+    for name in MEMORY_SOURCES:
+        values = _column(epochs, name)
+        if len(values) and (values >= 0).any():
+            return name
+    return None
+
+
+def _peaks(epochs: Table, source: str | None) -> tuple[int, int, int]:
+    """(first epoch's, largest after the first, largest overall) of the source column; -1 unknown."""
+    if source is None:
+        return -1, -1, -1
+    values = _column(epochs, source).astype(np.int64)
+    first = int(values[0]) if values[0] >= 0 else -1
+    later = values[1:][values[1:] >= 0]
+    return first, int(later.max()) if len(later) else -1, int(values.max())
+
+
+def _column(table: Table, name: str, n: int | None = None) -> np.ndarray:
+    """A column of a steps/epochs table; all-missing (-1 / NaN) of length n when the table lacks it."""
+    values = table.get(name)
+    if values is not None:
+        return np.asarray(values)
+    if n is None:
+        n = len(next(iter(table.values()))) if len(table) else 0
+    return np.full(n, -1, dtype=np.int64) if name in _INT_COLUMNS else np.full(n, np.nan)
+
+
+_INT_COLUMNS = frozenset(
+    c.name for c in (*ev.STEP_COLUMNS, *ev.EPOCH_COLUMNS) if np.dtype(c.dtype).kind in "iu"
+) | frozenset(("traced", "traced_steps"))
+
+
+def _median(values: np.ndarray) -> float:
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if len(values) else math.nan
+
+
+def _last_finite(values: np.ndarray) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    return float(finite[-1]) if len(finite) else math.nan
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
