@@ -114,7 +114,7 @@ class SweepSpec:
         No preset default is applied to a value that is present: a blank learning rate stays blank.
         A field a file from an older version lacks takes its preset's value.
         """
-        parsed, errors = _parse_all(_flatten_budget(d), blank_means_default=False)
+        parsed, errors = _parse_all(d, blank_means_default=False)
         if errors:
             raise next(iter(errors.values()))
         return _spec_from_parsed(parsed)
@@ -385,26 +385,34 @@ def _spec_from_parsed(parsed: dict[str, Any]) -> SweepSpec:
     return SweepSpec(budget=budget, **fields)
 
 
+def preset_values(values: Mapping[str, Any], *, blank_means_default: bool = False) -> dict[str, Any]:
+    """Every field's value: the named preset's (the default preset's if none is named), with `values` on top.
+
+    The one way a preset and a user's values merge. A nested `budget` counts as budget_unit and
+    epochs. With `blank_means_default`, None in `values` also takes the preset's value (an option
+    not given); without it only absent fields do (a file's blank learning rate stays blank).
+    Raises SpecError for an unknown preset.
+    """
+    given = _flatten_budget(values)
+    preset = parse_preset(DEFAULT_PRESET if _blank(given.get("preset")) else given["preset"])
+    merged = preset_defaults(preset)
+    merged.update({k: v for k, v in given.items() if not (blank_means_default and v is None)})
+    merged["preset"] = preset
+    return merged
+
+
 def _parse_all(
     values: Mapping[str, Any], blank_means_default: bool = True
 ) -> tuple[dict[str, Any], dict[str, SpecError]]:
-    """Parse every field, starting from the preset's values; return parsed values and errors by field.
-
-    With `blank_means_default` a value of None takes the preset's value (a form left empty);
-    without it only absent fields do, and None is parsed as given (a blank learning rate).
-    """
+    """Parse every field of `preset_values(values)`; return parsed values and errors by field."""
     errors: dict[str, SpecError] = {}
-    for name in sorted(set(values) - set(FIELD_PARSERS)):
+    for name in sorted(set(values) - set(FIELD_PARSERS) - {"budget"}):
         errors[name] = SpecError(name, f"unknown setting; known settings are {', '.join(FIELD_PARSERS)}")
-    preset_name = values.get("preset")
     try:
-        preset = parse_preset(DEFAULT_PRESET if _blank(preset_name) else preset_name)
+        merged = preset_values(values, blank_means_default=blank_means_default)
     except SpecError as e:
         errors["preset"] = e
-        preset = DEFAULT_PRESET
-    merged = preset_defaults(preset)
-    merged.update({k: v for k, v in values.items() if k in FIELD_PARSERS and not (blank_means_default and v is None)})
-    merged["preset"] = preset
+        merged = preset_values({**values, "preset": DEFAULT_PRESET}, blank_means_default=blank_means_default)
     parsed: dict[str, Any] = {}
     for name, parser in FIELD_PARSERS.items():
         if name in errors:
@@ -469,6 +477,7 @@ __all__ = [
     "SpecError",
     "SweepSpec",
     "build_spec",
+    "preset_values",
     "replace",
     "spec_errors",
     "with_overrides",

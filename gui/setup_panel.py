@@ -7,7 +7,7 @@ from typing import Any
 
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
-from batchlab.core.spec import KERAS_DATASETS, OPTIMIZERS, SweepSpec, build_spec, spec_errors
+from batchlab.core.spec import KERAS_DATASETS, OPTIMIZERS, SweepSpec, build_spec, preset_values, spec_errors
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -221,12 +221,11 @@ class SetupPanel(QScrollArea):
     def set_values(self, values: dict[str, Any]) -> None:
         """Fill fields from spec-like values (saved settings, a run file's spec, a test).
 
-        Values that name a preset start from that preset's defaults, as core.spec.build_spec does,
-        so {"preset": "mnist-cnn", "epochs": 2} means the CNN preset with two epochs.
+        Values that name a preset start from that preset's values (core.spec.preset_values), so
+        {"preset": "mnist-cnn", "epochs": 2} means the CNN preset with two epochs.
         """
-        preset = values.get("preset")
-        if preset in PRESETS:
-            values = {"model_file": "", **PRESETS[preset].defaults, **values}
+        if values.get("preset") in PRESETS:
+            values = preset_values(values)
         self._filling = True
         try:
             for field, value in values.items():

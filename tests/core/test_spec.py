@@ -5,7 +5,16 @@ import json
 import numpy as np
 import pytest
 from batchlab.core.presets import PRESETS
-from batchlab.core.spec import SEED_LIMIT, RunSpec, SpecError, SweepSpec, build_spec, spec_errors, with_overrides
+from batchlab.core.spec import (
+    SEED_LIMIT,
+    RunSpec,
+    SpecError,
+    SweepSpec,
+    build_spec,
+    preset_values,
+    spec_errors,
+    with_overrides,
+)
 
 
 def test_default_preset_reproduces_the_autoencoder_experiment():
@@ -133,3 +142,12 @@ def test_home_relative_paths_are_expanded(tmp_path, monkeypatch):
     assert spec.data == str(tmp_path / "x.npz")
     assert spec.model_file == str(tmp_path / "m.keras")
     assert "does not exist" in spec_errors({"data": "~/missing.npz"})["data"].message
+
+
+def test_preset_and_user_values_merge_one_way():
+    given = {"preset": "mnist-cnn", "budget": {"unit": "epochs", "amount": 2}, "lr": None}
+    merged = preset_values(given)  # a file's spec: None is a value
+    assert merged["epochs"] == 2 and merged["lr"] is None and merged["momentum"] == 0.5
+    assert set(merged) == set(SweepSpec().flat())
+    assert preset_values(given, blank_means_default=True)["lr"] == 0.02  # an option not given
+    assert preset_values({})["preset"] == "mnist-autoencoder"
