@@ -27,6 +27,9 @@ from PySide6.QtWidgets import (
 CHOOSE_FILE = "__choose__"
 DATA_SOURCES = [("bundled", "bundled MNIST subset")] + [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
 POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
+# (spec value, text) for the engine and sync combos; the values are core.spec's LOOPS and SYNC_MODES
+ENGINES = [("loop", "BatchLab's loop (every step timed)"), ("fit", "model.fit (epochs timed as fit sees them)")]
+SYNC_CHOICES = [("every_step", "every step"), ("sampled", "sampled steps (loop only)")]
 ERROR_STYLE = "color: #B00020;"
 INVALID_STYLE = 'QLineEdit[invalid="true"], QComboBox[invalid="true"] { border: 1px solid #B00020; }'
 
@@ -187,6 +190,22 @@ class SetupPanel(QScrollArea):
         self.device.addItem("cpu", "cpu")
         self.device.setToolTip("Devices are listed once the training process has reported them")
         self._row(form, "device", "Device", self.device)
+        self.loop = QComboBox()
+        for value, text in ENGINES:
+            self.loop.addItem(text, value)
+        self.loop.setToolTip(
+            "BatchLab's loop times every step (compute, input fetch, tracing); model.fit times epochs as "
+            "your own fit sees them (step and fetch times are not available)"
+        )
+        self._row(form, "loop", "Training loop", self.loop)
+        self.sync = QComboBox()
+        for value, text in SYNC_CHOICES:
+            self.sync.addItem(text, value)
+        self.sync.setToolTip(
+            "How often BatchLab's loop waits for the device to time a step: every step, or only sampled "
+            "steps so that a GPU keeps overlapping steps as fit does (the other steps' times are not measured)"
+        )
+        self._row(form, "sync", "Device sync", self.sync)
         self.out = QLineEdit()
         browse = QPushButton("…")
         browse.setToolTip("Choose where to save the run file")
@@ -212,6 +231,8 @@ class SetupPanel(QScrollArea):
             "seeds": self.seeds.text(),
             "shuffle": self.shuffle.isChecked(),
             "device": self.device.currentData(),
+            "loop": self.loop.currentData(),
+            "sync": self.sync.currentData(),
         }
 
     def _data_value(self) -> str:
@@ -324,6 +345,7 @@ class SetupPanel(QScrollArea):
             errors["out"] = out_problem
         self.show_errors(errors)
         self.model_file.setEnabled(values["workload"] == "keras-file" or bool(values["model_file"]))
+        self.sync.setEnabled(values["loop"] != "fit")  # fit waits for the device after every step
         self.values_changed.emit()
         return not errors
 
