@@ -113,8 +113,8 @@ def with_window(
         timed_refresh.timed = True
         MainWindow.refresh = timed_refresh
 
-    if not hasattr(LivePlots._update_plot, "timed"):
-        update_plot = LivePlots._update_plot
+    if not hasattr(LivePlots.update_plot, "timed"):
+        update_plot = LivePlots.update_plot
 
         def timed_update(self, plot_id):
             changed = update_plot(self, plot_id)
@@ -123,7 +123,7 @@ def with_window(
             return changed
 
         timed_update.timed = True
-        LivePlots._update_plot = timed_update
+        LivePlots.update_plot = timed_update
 
     app = QApplication.instance() or QApplication(["batchlab-bench"])
     window = MainWindow(QSettings(str(settings_dir / "settings.ini"), QSettings.Format.IniFormat))
@@ -200,9 +200,12 @@ def main(argv: list[str] | None = None) -> int:
 
         batchlab.gui.worker.TRAINING_NICENESS = args.niceness
     if args.gui_cpu_share is not None:
-        import batchlab.gui.main_window
+        import dataclasses
 
-        batchlab.gui.main_window.GUI_CPU_SHARE = args.gui_cpu_share
+        import batchlab.gui.refresh
+
+        policy = batchlab.gui.refresh.DEFAULT_POLICY
+        batchlab.gui.refresh.DEFAULT_POLICY = dataclasses.replace(policy, gui_cpu_share=args.gui_cpu_share)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     values = parse_spec(args.spec)

@@ -1,18 +1,17 @@
 """The live plots: loss against step, time and epoch; epoch time split; throughput; memory.
 
-Curves are created once per run and updated with setData from a timer the window drives,
-only for runs whose data changed since the last frame.
+Curves are created once per run and updated with setData, only for runs whose data changed
+since the plot was last drawn. Which plot is updated when is decided by the window's
+Refresher (gui/refresh.py); every update goes through its PlotPacer.
 """
 
 from __future__ import annotations
-
-import math
-import time
 
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.plot_style import MIB, SOURCE_LABELS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
+from batchlab.gui.refresh import PlotPacer
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
@@ -59,9 +58,12 @@ SEGMENTS = (("compute", "compute_time"), ("input wait", "input_wait_time"), ("ot
 class LivePlots(QWidget):
     """Six plots in a grid, one curve per run and series; `refresh()` redraws what changed."""
 
-    def __init__(self, colours: BatchColours, parent: QWidget | None = None):
+    plot_ids = PLOT_ORDER
+
+    def __init__(self, colours: BatchColours, pacer: PlotPacer | None = None, parent: QWidget | None = None):
         super().__init__(parent)
         self.colours = colours
+        self.pacer = pacer if pacer is not None else PlotPacer()  # the window passes its Refresher's
         self.plots: dict[str, pg.PlotWidget] = {
             plot_id: make_plot(
                 title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split", many_points=PLOT_TABLE[plot_id] == "steps"
@@ -77,8 +79,6 @@ class LivePlots(QWidget):
         self._bars: dict[tuple[str, str], pg.BarGraphItem] = {}
         self._bars_drawn: dict[str, int] = {}
         self.selection: set[RunKey] = set()
-        self._next_plot = 0
-        self._last_update: dict[str, float] = {}
         self._add_segment_legend()
 
     # ------------------------------------------------------------ sources
@@ -101,25 +101,13 @@ class LivePlots(QWidget):
             self.sources[source] = data
         self.refresh()
 
-    def refresh(self, max_plots: int | None = None, min_interval_s: float = 0.0) -> None:
-        """Redraw plots whose runs changed since they were last drawn.
+    def refresh(self) -> None:
+        """Redraw every plot whose runs changed since it was last drawn (through the pacer).
 
-        While a sweep runs the window passes max_plots=1 and a minimum interval: each of its plot
-        ticks then updates (and Qt repaints) at most one plot, round-robin, and no plot more often
-        than every min_interval_s. Repainting is what costs the training child its CPU on a small machine.
+        During a sweep the window's Refresher decides instead which plot is updated on each tick
+        (gui/refresh.py); this is the full redraw after a new source, selection or colours.
         """
-        updated = 0
-        now = time.monotonic()
-        for offset in range(len(PLOT_ORDER)):
-            plot_id = PLOT_ORDER[(self._next_plot + offset) % len(PLOT_ORDER)]
-            if now - self._last_update.get(plot_id, -math.inf) < min_interval_s:
-                continue
-            if self._update_plot(plot_id):
-                self._last_update[plot_id] = now
-                updated += 1
-                if max_plots is not None and updated >= max_plots:
-                    self._next_plot = (PLOT_ORDER.index(plot_id) + 1) % len(PLOT_ORDER)
-                    return
+        self.pacer.draw(self.plot_ids, self.update_plot)
 
     def has_pending(self) -> bool:
         """True while some plot has data it has not drawn yet."""
@@ -131,7 +119,7 @@ class LivePlots(QWidget):
                         return True
         return False
 
-    def _update_plot(self, plot_id: str) -> bool:
+    def update_plot(self, plot_id: str) -> bool:
         """Bring one plot up to date; True if anything visible changed (then Qt repaints it)."""
         table = PLOT_TABLE[plot_id]
         changed = False

@@ -1,7 +1,8 @@
 """The main window: setup panel, live plots, summary, runs table and log around one sweep.
 
-Data flows one way: the worker's event batches (or a run file) fill a SweepData; a 12.5 Hz
-timer redraws what changed. Nothing here imports TensorFlow.
+Data flows one way: the worker's event batches (or a run file) fill a SweepData; the window's
+Refresher (gui/refresh.py, the one owner of the refresh policy) redraws what changed on its
+timer. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from pathlib import Path
 from batchlab.core.model import FAILED_STATUSES, SweepData
 from batchlab.core.spec import SpecError
 from batchlab.core.sweep.progress import SweepProgress, format_duration
+from batchlab.gui import refresh as refresh_policy
 from batchlab.gui.actions import build_actions
-from batchlab.gui.cpu_budget import CpuBudget
 from batchlab.gui.files import RecentFiles, RunFileFollower
 from batchlab.gui.live_plots import LivePlots
 from batchlab.gui.plot_style import BatchColours, configure_pyqtgraph
+from batchlab.gui.refresh import Refresher, RefreshPolicy
 from batchlab.gui.runs_table import RunsTable
 from batchlab.gui.setup_panel import SetupPanel
 from batchlab.gui.summary_view import SummaryView
 from batchlab.gui.window_files import FileActionsMixin
 from batchlab.gui.worker import DeviceProbe, SweepWorker
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QLabel,
@@ -39,29 +41,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-REFRESH_MS = 80  # 12.5 Hz tick while data arrives; ticks alternate one plot / the rest, so paints never pile up
-# Each live plot repaints at most this often during a sweep: the child sends steps every 0.25 s,
-# and on a 2-core machine every repaint is time taken from TensorFlow's two threads.
-LIVE_PLOT_INTERVAL_S = 1.0
-# ...and only while the GUI thread as a whole stays under this share of one core (see CpuBudget);
-# a plot repaints only when the budget allows, except one that has waited LIVE_PLOT_MAX_WAIT_S.
-# On the 2-core dev VM a repaint costs 1-10 ms (most when its axes change), and this stretches the interval.
-GUI_CPU_SHARE = 0.03
-GUI_CPU_BURST_S = 0.05
-LIVE_PLOT_MAX_WAIT_S = 5.0
-TABLE_INTERVAL_S = 1.0  # a running run's numbers in the table change at most this often
-STATUS_INTERVAL_S = 0.5  # the progress bar, ETA and status text during a sweep
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
 
 
 class MainWindow(FileActionsMixin, QMainWindow):
-    """BatchLab's window. `settings` is injected so tests never touch the user's real settings."""
+    """BatchLab's window. `settings` is injected so tests never touch the user's real settings.
 
-    def __init__(self, settings: QSettings, parent: QWidget | None = None):
+    `policy` says how often each part redraws during a sweep (default: refresh.DEFAULT_POLICY);
+    the window's Refresher applies it to the plots, summary, table, status bar and sweep worker.
+    """
+
+    def __init__(self, settings: QSettings, parent: QWidget | None = None, policy: RefreshPolicy | None = None):
         super().__init__(parent)
         configure_pyqtgraph()
         self.settings = settings
+        self.policy = policy if policy is not None else refresh_policy.DEFAULT_POLICY
+        self.refresher = Refresher(self.policy, parent=self)
         self.recent = RecentFiles(settings)
         self.colours = BatchColours()
         self.data: SweepData | None = None
@@ -72,9 +68,6 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._sweep_t0 = 0.0
         self._problems = 0  # warnings and errors in the log panel
         self._worker_done = True
-        self._draining = False
-        self._ticks = 0
-        self._status_shown = 0.0  # when the status bar last showed the sweep's progress
         self.setWindowTitle("BatchLab")
         self._build_widgets()
         self.actions = build_actions(self)
@@ -85,10 +78,9 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
-        self.budget = CpuBudget(GUI_CPU_SHARE, GUI_CPU_BURST_S)
-        self.timer = QTimer(self)
-        self.timer.setInterval(REFRESH_MS)
-        self.timer.timeout.connect(self.refresh)
+        # The timer calls self.refresh (looked up then), so a tick is one call of the window's refresh.
+        show_status, tick = (lambda: self._update_progress()), (lambda: self.refresh())
+        self.refresher.attach(self.live, self.summary, self.table, show_status=show_status, on_tick=tick)
         self.setup.validity_changed.connect(lambda _ok: self._update_actions())
         self.table.selection_changed.connect(self._on_selection)
         self._restore_settings()
@@ -99,7 +91,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
     def _build_widgets(self) -> None:
         output_dir = str(self.settings.value("files/output_dir", str(Path.cwd() / "runs")))
         self.setup = SetupPanel(output_dir)
-        self.live = LivePlots(self.colours)
+        self.live = LivePlots(self.colours, pacer=self.refresher.pacer)
         self.summary = SummaryView(self.colours)
         self.views = QTabWidget()
         self.views.addTab(self.live, "Live")
@@ -178,13 +170,12 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.progress = SweepProgress(spec)
         self._sweep_t0 = time.monotonic()
         self._show_sweep(self.data, "main")
-        self.worker = SweepWorker(spec, out, overwrite=overwrite, parent=self)
+        self.worker = SweepWorker(spec, out, overwrite=overwrite, parent=self, policy=self.policy)
         self.worker.events.connect(self._on_events)
         self.worker.sweep_failed.connect(self._on_sweep_failed)
         self.worker.crashed.connect(lambda tb: self.show_error("The sweep stopped with an unexpected error", tb))
         self.worker.finished.connect(self._on_worker_finished)
         self._worker_done = False
-        self._draining = False
         self.log("info", f"starting {len(spec.runs())} runs -> {out} (checking data and starting TensorFlow)")
         self.status_label.setText("Checking data and model (starting TensorFlow in a child process)…")
         self.progress_bar.setValue(0)
@@ -195,7 +186,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         gc.collect()
         gc.freeze()
         self.worker.start()
-        self._start_refreshing()
+        self.refresher.start()
         self._update_actions()
         return True
 
@@ -243,7 +234,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         worker = self.worker
         self._worker_done = True
         gc.unfreeze()  # what start_sweep froze may become garbage now (replaced curves, old data)
-        self._draining = True  # the timer stops once every plot has caught up, one plot per tick
+        self.refresher.drain()  # the timer stops once every plot has caught up, one plot per tick
         status = worker.status if worker is not None else None
         self.progress_bar.setVisible(False)
         self.eta_label.clear()
@@ -265,42 +256,12 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     # ------------------------------------------------------------ showing data
 
-    def _start_refreshing(self) -> None:
-        self.budget.reset()
-        self.timer.start()
-
     def refresh(self, full: bool = False) -> None:
-        """Redraw whatever changed; driven by the timer while data arrives.
+        """Redraw what changed: one tick while data arrives, else (or with full=True) everything now.
 
-        Ticks alternate between one live plot and the rest (summary, runs table, status bar), so
-        that one tick's work plus the repaint it causes stays short and the GUI thread answers the
-        user in between. A plot tick repaints only while the GUI thread is within its CPU budget
-        (or for a plot that has waited LIVE_PLOT_MAX_WAIT_S): the rest of the CPU is training's.
-        full=True redraws everything at once (after loading a file, at the end of
-        a sweep, or when a test wants it now).
+        The Refresher decides what a tick redraws (gui/refresh.py: RefreshPolicy).
         """
-        if self.timer.isActive() and not full:
-            self._ticks += 1
-            if self._ticks % 2:
-                within = self._draining or self.budget.allow()  # draining: the sweep has ended
-                interval = LIVE_PLOT_INTERVAL_S if within else LIVE_PLOT_MAX_WAIT_S
-                self.live.refresh(max_plots=1, min_interval_s=interval)
-                if not (self._draining and not self.live.has_pending()):
-                    return
-                self._draining = False  # every plot has caught up: one last full refresh
-                self.timer.stop()
-            else:
-                self.summary.refresh(force=False)
-                self.table.refresh(min_interval_s=TABLE_INTERVAL_S)
-                now = time.monotonic()
-                if now - self._status_shown >= STATUS_INTERVAL_S:
-                    self._status_shown = now
-                    self._update_progress()
-                return
-        self.live.refresh()
-        self.summary.refresh(force=True)
-        self.table.refresh()
-        self._update_progress()
+        self.refresher.refresh(full=full)
 
     def _update_progress(self) -> None:
         if self.running and self.progress is not None:
@@ -336,7 +297,9 @@ class MainWindow(FileActionsMixin, QMainWindow):
         names = [d.label for d in (self.data, self.compare) if d is not None and d.label]
         self.setWindowTitle("BatchLab" + (f" — {' vs '.join(names)}" if names else ""))
         if source == "main" and self.follower.following:
-            self._start_refreshing()
+            self.refresher.start()
+        elif source == "main" and not self.running:
+            self.refresher.drain()  # a followed file was finished: catch up, then stop ticking
         self._update_actions()
 
     def _recolour(self, refresh: bool = True) -> None:
@@ -415,7 +378,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.worker.wait(STOP_WAIT_MS)
             self._on_worker_finished()
             self.refresh(full=True)
-        self.timer.stop()
+        self.refresher.stop()
         self.follower.stop()
         self.compare_follower.stop()
         self.save_settings()

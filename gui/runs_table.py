@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import math
-import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from batchlab.core.model import FAILED_STATUSES, RunData, SweepData
 from batchlab.gui.plot_style import BatchColours
@@ -16,6 +16,13 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidge
 
 RunKey = tuple[str, int]
 _ROOT = QModelIndex()
+
+
+class TableUpdate(NamedTuple):
+    """What one RunsModel.refresh did: rows updated on screen, and whether a run's status changed."""
+
+    shown: bool
+    status_changed: bool
 
 
 def _num(fmt: str) -> Callable[[float], str]:
@@ -54,7 +61,6 @@ class RunsModel(QAbstractTableModel):
         self._rows: list[tuple[str, RunData]] = []
         self._versions: list[int] = []
         self._statuses: list[str] = []
-        self._last_values_update = -math.inf
 
     def set_source(self, source: str, data: SweepData | None) -> None:
         if data is None:
@@ -63,11 +69,12 @@ class RunsModel(QAbstractTableModel):
             self.sources[source] = data
         self.refresh(force=True)
 
-    def refresh(self, force: bool = False, min_interval_s: float = 0.0) -> bool:
-        """Show what changed; True if a row's status changed (rows coming or going reset the model).
+    def refresh(self, force: bool = False, values_due: bool = True) -> TableUpdate:
+        """Show what changed: which rows were updated, and whether a run's status changed.
 
-        A running run's numbers change with every batch of steps; they are shown at most every
-        min_interval_s (each update re-sorts and repaints the table), while status changes always are.
+        A running run's numbers change with every chunk of steps; each update re-sorts and
+        repaints the table, so they are shown only when values_due (the window's Refresher says
+        when, gui/refresh.py), while status changes always are. Rows coming or going reset the model.
         """
         rows = [(s, r) for s in sorted(self.sources) for r in self.sources[s].ordered_runs()]
         if (
@@ -80,10 +87,8 @@ class RunsModel(QAbstractTableModel):
             self._versions = [r.version for _, r in rows]
             self._statuses = [r.status for _, r in rows]
             self.endResetModel()
-            return False
-        now = time.monotonic()
-        values_due = now - self._last_values_update >= min_interval_s
-        status_changed = False
+            return TableUpdate(shown=False, status_changed=False)
+        shown = status_changed = False
         for i, (_s, run) in enumerate(self._rows):
             if self._versions[i] == run.version:
                 continue
@@ -92,9 +97,9 @@ class RunsModel(QAbstractTableModel):
             elif not values_due:
                 continue
             self._versions[i], self._statuses[i] = run.version, run.status
-            self._last_values_update = now
+            shown = True
             self.dataChanged.emit(self.index(i, 0), self.index(i, len(COLUMNS) - 1))
-        return status_changed
+        return TableUpdate(shown=shown, status_changed=status_changed)
 
     def _label(self, source: str) -> str:
         data = self.sources.get(source)
@@ -174,10 +179,15 @@ class RunsTable(QTableView):
         self.runs_model.modelReset.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self.fit_columns)
 
-    def refresh(self, min_interval_s: float = 0.0) -> None:
-        """Bring the rows up to date (see RunsModel.refresh); re-fit the columns when a run ended."""
-        if self.runs_model.refresh(min_interval_s=min_interval_s):
+    def refresh(self, values_due: bool = True) -> bool:
+        """Bring the rows up to date (see RunsModel.refresh); re-fit the columns when a run ended.
+
+        True if any row changed on screen (the Refresher counts the table's interval from then).
+        """
+        update = self.runs_model.refresh(values_due=values_due)
+        if update.status_changed:
             self.fit_columns()
+        return update.shown
 
     def fit_columns(self) -> None:
         """Size the columns to their contents, the last one still filling the rest of the width."""

@@ -2,10 +2,11 @@
 
 The sweep worker calls batchlab.core.sweep.runner.run_sweep in a QThread, so the run file's single
 writer lives in this (parent) process, off the GUI thread. Events reach the GUI thread
-in batches: the sink buffers them and emits a list at most every BATCH_SECONDS, except
-that the rare structural events (a run starting or ending, an epoch, the sweep ending)
-go out at once. batchlab.core.sweep.runner is imported here only when a sweep or probe starts; neither
-it nor anything it imports pulls in TensorFlow (that happens in the child processes).
+in batches: the sink buffers them and emits a list at most every `event_batch_s` of the
+window's RefreshPolicy (gui/refresh.py), except that the rare structural events (a run
+starting or ending, an epoch, the sweep ending) go out at once. batchlab.core.sweep.runner
+is imported here only when a sweep or probe starts; neither it nor anything it imports pulls
+in TensorFlow (that happens in the child processes).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import traceback
 from typing import Any
 
 from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.gui.refresh import DEFAULT_POLICY, RefreshPolicy
 from PySide6.QtCore import QObject, QThread, Signal
 
-BATCH_SECONDS = 0.05  # the GUI thread gets at most ~20 event batches a second
-QUIET_EVENTS = ("steps", "log")  # may wait up to BATCH_SECONDS; everything else flushes at once
+# Step chunks (every STEP_FLUSH_SECONDS from the child) and log lines may wait for the next event
+# when one went out less than event_batch_s ago; everything else flushes at once.
+QUIET_EVENTS = ("steps", "log")
 # The training child runs this much below the window's CPU priority (nice +5: a quarter of the weight).
 # TensorFlow still gets every cycle the window does not use, but when the GUI thread wakes up to
 # paint it is not queued behind TensorFlow's threads (on 2 cores that queueing added 15-35 ms stalls).
@@ -33,11 +36,19 @@ class SweepWorker(QThread):
     sweep_failed = Signal(str, str)  # field, message: a SpecError before or while starting
     crashed = Signal(str)  # an unexpected exception, with its traceback
 
-    def __init__(self, spec: SweepSpec, out_path: str, overwrite: bool = False, parent: QObject | None = None):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        out_path: str,
+        overwrite: bool = False,
+        parent: QObject | None = None,
+        policy: RefreshPolicy = DEFAULT_POLICY,
+    ):
         super().__init__(parent)
         self.spec = spec
         self.out_path = out_path
         self.overwrite = overwrite
+        self.batch_s = policy.event_batch_s  # the GUI thread gets at most 1 / batch_s event lists a second
         self.status: str | None = None
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
@@ -77,7 +88,7 @@ class SweepWorker(QThread):
     def _sink(self, event: dict[str, Any]) -> None:
         with self._lock:
             self._pending.append(event)
-            due = time.monotonic() - self._last_emit >= BATCH_SECONDS
+            due = time.monotonic() - self._last_emit >= self.batch_s
         if due or event.get("type") not in QUIET_EVENTS:
             self._flush()
 

@@ -47,7 +47,7 @@ def _loaded() -> SweepData:
     return data
 
 
-def test_a_running_rows_numbers_are_throttled_but_status_changes_show_at_once(qapp):
+def test_a_running_rows_numbers_are_held_back_until_due_but_status_changes_show_at_once(qapp):
     data = SweepData()
     events = list(sweep_events(batch_sizes=(16,), epochs=3))
     first_steps = next(i for i, e in enumerate(events) if e["type"] == "steps")
@@ -57,35 +57,16 @@ def test_a_running_rows_numbers_are_throttled_but_status_changes_show_at_once(qa
     model.set_source("main", data)
     changed = []
     model.dataChanged.connect(lambda a, b: changed.append(a.row()))
-    model.refresh(min_interval_s=0.0)  # nothing changed since set_source
-    assert changed == []
+    assert model.refresh() == (False, False) and changed == []  # nothing changed since set_source
     rest = [e for e in events[first_steps + 1 :] if e["type"] == "steps"]
     data.handle(rest[0])
-    assert model.refresh(min_interval_s=0.0) is False and changed == [0]  # numbers due: shown
+    assert model.refresh(values_due=True) == (True, False) and changed == [0]  # numbers due: shown
     data.handle(rest[1])
-    assert model.refresh(min_interval_s=3600.0) is False and changed == [0]  # numbers not due: held back
+    assert model.refresh(values_due=False) == (False, False) and changed == [0]  # not due: held back
     data.handle(next(e for e in events if e["type"] == "run_ended"))
-    assert model.refresh(min_interval_s=3600.0) is True and changed == [0, 0]  # a run ended: shown at once
+    assert model.refresh(values_due=False) == (True, True) and changed == [0, 0]  # a run ended: at once
     status_column = 2
     assert model.data(model.index(0, status_column)) == "ok"
-
-
-def test_ticks_alternate_between_one_plot_and_the_table(main_window, monkeypatch):
-    w, ticks = main_window, 6
-    calls = []
-    monkeypatch.setattr(w.live, "refresh", lambda **k: calls.append(("plot", k.get("max_plots"))))
-    monkeypatch.setattr(w.table, "refresh", lambda **k: calls.append(("table", None)))
-    w.data = _loaded()
-    w.timer.start()
-    try:
-        for _ in range(ticks):
-            before = len(calls)
-            w.refresh()
-            assert len(calls) == before + 1  # one unit of work per tick
-    finally:
-        w.timer.stop()
-    assert [c[0] for c in calls] == ["plot", "table"] * (ticks // 2)
-    assert all(limit == 1 for kind, limit in calls if kind == "plot")
 
 
 def test_step_curves_use_one_pixel_pens_and_epoch_curves_keep_theirs(main_window):
@@ -104,72 +85,6 @@ def test_step_curves_use_one_pixel_pens_and_epoch_curves_keep_theirs(main_window
     assert selected > 1.0 and other.color().alpha() < 255
 
 
-def test_plot_ticks_wait_longer_while_the_gui_thread_is_over_its_cpu_budget(main_window, monkeypatch):
-    import batchlab.gui.main_window as mw
-
-    w = main_window
-    intervals = []
-    monkeypatch.setattr(w.live, "refresh", lambda **k: intervals.append(k.get("min_interval_s")))
-    monkeypatch.setattr(w.table, "refresh", lambda **k: None)
-    w.data = _loaded()
-    w._start_refreshing()
-    try:
-        w.refresh()  # a fresh budget: plots at their normal pace
-        assert intervals == [mw.LIVE_PLOT_INTERVAL_S]
-        monkeypatch.setattr(w.budget, "allow", lambda: False)
-        w.refresh()  # (table tick)
-        w.refresh()  # over budget: only a plot that has waited the longest wait may repaint
-        assert intervals[-1] == mw.LIVE_PLOT_MAX_WAIT_S > mw.LIVE_PLOT_INTERVAL_S
-        w._draining = True  # the sweep has ended: no training left to protect
-        w.refresh()
-        w.refresh()  # (then, nothing pending, one full refresh: no interval)
-        assert intervals[-2:] == [mw.LIVE_PLOT_INTERVAL_S, None]
-    finally:
-        w.timer.stop()
-
-
-def test_a_real_budget_holds_plot_repaints_back_while_the_thread_is_busy(main_window, monkeypatch):
-    """Spend the GUI thread's CPU on required work: the next plot tick is refused by the real clocks."""
-    import time
-
-    import batchlab.gui.main_window as mw
-
-    w = main_window
-    intervals = []
-    monkeypatch.setattr(w.live, "refresh", lambda **k: intervals.append(k.get("min_interval_s")))
-    w.data = _loaded()
-    w._start_refreshing()
-    try:
-        t0 = time.thread_time()
-        while time.thread_time() - t0 < 2 * w.budget.burst_s:  # more CPU than the burst, at once
-            sum(i * i for i in range(1000))
-        w.refresh()
-        assert w.budget.denied == 1 and intervals == [mw.LIVE_PLOT_MAX_WAIT_S]
-    finally:
-        w.timer.stop()
-
-
-def test_the_status_bar_shows_progress_at_most_every_status_interval(main_window, monkeypatch):
-    import batchlab.gui.main_window as mw
-
-    w = main_window
-    shown = []
-    monkeypatch.setattr(w, "_update_progress", lambda: shown.append(1))
-    monkeypatch.setattr(w.live, "refresh", lambda **k: None)
-    w.data = _loaded()
-    w._start_refreshing()
-    try:
-        for _ in range(10):  # five table ticks within a few milliseconds
-            w.refresh()
-        assert len(shown) == 1
-        monkeypatch.setattr(mw, "STATUS_INTERVAL_S", 0.0)
-        for _ in range(10):
-            w.refresh()
-        assert len(shown) == 6
-    finally:
-        w.timer.stop()
-
-
 def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
     """Curves made ahead of their data are invisible: only a new legend entry or new data costs a repaint."""
     w = main_window
@@ -181,7 +96,7 @@ def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
     w.live.set_source("main", data)
     w.live.refresh()
     data.handle(events[second_start])  # run 1 starts; no data yet
-    shown = {plot_id: w.live._update_plot(plot_id) for plot_id in w.live.plots}
+    shown = {plot_id: w.live.update_plot(plot_id) for plot_id in w.live.plots}
     # only the loss plots get a legend entry ("batch 64"); the epoch plots' curves are empty
     assert shown == {p: p in ("loss_step", "loss_time") for p in w.live.plots}
     assert not w.live.has_pending()  # nothing left undrawn: the empty curves exist
@@ -190,7 +105,7 @@ def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
     for event in rest[: next(i for i, e in enumerate(rest) if e["type"] == "epoch_ended") + 1]:
         data.handle(event)
     for plot_id in w.live.plots:  # then its first steps and epoch show everywhere
-        assert w.live._update_plot(plot_id) is True, plot_id
+        assert w.live.update_plot(plot_id) is True, plot_id
 
 
 def test_only_step_plots_pay_for_clipping_downsampling_and_range_limits(main_window):
