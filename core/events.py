@@ -9,12 +9,18 @@ Event types, in the order a sweep emits them:
 
 - ``sweep_started``: ``spec`` (dict), ``runs`` (list of {index, batch_size, seed}),
   ``environment`` (dict, see ``ENVIRONMENT_KEYS``), ``started`` (ISO time)
-- ``run_started``: ``run``, ``batch_size``, ``seed``, ``pid``, ``device``,
-  ``steps_per_epoch``, ``epochs``, ``samples``, ``started`` (ISO time)
-- ``steps``: ``run``, and one list per column of ``STEP_COLUMNS``
+- ``run_started``: ``run``, ``batch_size``, ``seed``, ``pid``, ``nice``, ``device``,
+  ``steps_per_epoch``, ``epochs``, ``samples``, ``started`` (ISO time), ``engine`` ("loop" or
+  "fit": what trained the run), ``sync`` ("every_step" or "sampled": how often the loop waited
+  for the device, see ``STEP_COLUMNS``' step_time), ``fetch_overhead_s`` (s: the calibrated fixed
+  cost of taking a ready batch from a full prefetch buffer; input_wait is fetch time beyond it)
+- ``steps``: ``run``, and one list per column of ``STEP_COLUMNS``; sent every
+  ``STEP_FLUSH_SECONDS`` while a run trains
 - ``epoch_ended``: ``run``, and one value per column of ``EPOCH_COLUMNS``
 - ``run_ended``: ``run``, ``status`` (one of ``RUN_STATUSES``), ``message``,
-  ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s``
+  ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s`` (from untraced
+  steps/epochs) and ``tracing_time_s`` (one-time cost of tracing: traced steps' time minus what
+  as many untraced steps take at their median)
 - ``log``: ``level`` ("info", "warning", "error"), ``message``, optional ``run``
 - ``sweep_ended``: ``status`` (one of ``SWEEP_STATUSES``), ``message``, ``ended``
 """
@@ -34,6 +40,10 @@ LOG = "log"
 SWEEP_ENDED = "sweep_ended"
 
 EVENT_TYPES = (SWEEP_STARTED, RUN_STARTED, STEPS, EPOCH_ENDED, RUN_ENDED, LOG, SWEEP_ENDED)
+
+# How often a training run sends its step records (seconds): often enough for live plots and for a
+# killed child to lose at most this much, seldom enough that the pipe and the GUI are never flooded.
+STEP_FLUSH_SECONDS = 0.25
 
 # A run ends in exactly one of these.
 RUN_STATUSES = ("ok", "oom", "diverged", "crashed", "interrupted", "error")
@@ -71,8 +81,21 @@ STEP_COLUMNS = (
     Column("epoch", "int32", "", "epoch index, from 0"),
     Column("loss", "float32", "", "training loss of this mini-batch (before the update)"),
     Column("batch_size", "int32", "samples", "samples in this mini-batch (the last one may be smaller)"),
-    Column("step_time", "float64", "s", "compute time of the step, device synchronised"),
-    Column("input_wait", "float64", "s", "time spent waiting for this step's batch from the input pipeline"),
+    Column(
+        "step_time",
+        "float64",
+        "s",
+        "compute time of the step, device synchronised (NaN where the step was not timed: "
+        "sampled-sync mode or the fit engine)",
+    ),
+    Column("fetch_time", "float64", "s", "whole time spent getting this step's batch from the input pipeline (next())"),
+    Column(
+        "input_wait",
+        "float64",
+        "s",
+        "fetch_time beyond the run's calibrated fetch overhead: time the pipeline starved",
+    ),
+    Column("traced", "int8", "", "1 if the step function was traced/compiled during this step, else 0"),
     Column("wall_time", "float64", "s", "time since the run's first step began, at the end of this step"),
 )
 
@@ -80,14 +103,17 @@ STEP_COLUMNS = (
 EPOCH_COLUMNS = (
     Column("epoch", "int32", "", "epoch index, from 0"),
     Column("epoch_time", "float64", "s", "wall time of the epoch's training steps (validation excluded)"),
-    Column("compute_time", "float64", "s", "sum of step compute times in the epoch"),
-    Column("input_wait_time", "float64", "s", "sum of input-pipeline waits in the epoch"),
+    Column("compute_time", "float64", "s", "sum of step compute times in the epoch (NaN if a step was not timed)"),
+    Column("fetch_time", "float64", "s", "sum of step fetch_time in the epoch"),
+    Column("input_wait_time", "float64", "s", "sum of step input_wait (pipeline starvation) in the epoch"),
     Column("train_loss", "float64", "", "sample-weighted mean of the epoch's mini-batch losses"),
     Column("train_accuracy", "float64", "", "sample-weighted mean training accuracy (NaN without labels)"),
     Column("val_loss", "float64", "", "validation loss after the epoch (NaN when validation is off)"),
     Column("val_accuracy", "float64", "", "validation accuracy after the epoch (NaN without labels)"),
     Column("val_time", "float64", "s", "wall time of the validation pass"),
     Column("samples_per_s", "float64", "samples/s", "training samples divided by epoch_time"),
+    Column("traced_steps", "int32", "", "steps in the epoch during which the step function was traced"),
+    Column("tracing_time", "float64", "s", "sum of step_time of the epoch's traced steps"),
     Column("tf_peak_bytes", "int64", "bytes", "TensorFlow allocator peak during the epoch (-1: not available)"),
     Column("device_memory_bytes", "int64", "bytes", "process memory on the GPU as nvidia-smi shows it (-1: no GPU)"),
     Column("rss_peak_bytes", "int64", "bytes", "peak resident host memory of the training process in the epoch"),

@@ -157,8 +157,10 @@ def run_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: i
     # Ctrl-C reaches the whole process group; the parent decides, and tells us through stop_event.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)
-    run = RunSpec.from_dict(run_dict)
+    index = run_dict.get("index")
     try:
+        # Inside the try: rebuilding the spec checks the data file again, which may be gone by now.
+        run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
         tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
         from batchlab.core.training.trainer import train_run
@@ -167,11 +169,15 @@ def run_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: i
     except Exception as e:  # failures before training started; the sweep goes on with the next run
         import traceback
 
+        from batchlab.core.training.failures import classify_failure, traceback_text
+
         traceback.print_exc()
         message = e.args[0] if isinstance(e, SpecError) else f"{type(e).__name__}: {e}"
         message = str(message).splitlines()[0] if str(message) else type(e).__name__
-        conn.send(log_event("error", message, run=run.index))
-        conn.send(make_event(RUN_ENDED, run=run.index, status="error", message=message, ended=now_iso()))
+        conn.send(log_event("error", message, run=index))
+        conn.send(log_event("error", traceback_text(e), run=index))
+        status = classify_failure(e)
+        conn.send(make_event(RUN_ENDED, run=index, status=status, message=message, ended=now_iso()))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

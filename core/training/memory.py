@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import psutil
+from batchlab.core.training.hooks import Hook
 
 _CLEAR_REFS = "/proc/self/clear_refs"
 _STATUS = "/proc/self/status"
@@ -70,3 +71,40 @@ class GpuProcessMemory:
             return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).total)
         except Exception:
             return UNKNOWN
+
+
+class MemoryProbe(Hook):
+    """Hook: peak memory per epoch, reset when an epoch begins and read when its training steps end
+    (at on_test_begin when there is validation, so the peak is the training step's): the TensorFlow
+    allocator peak on `tf_device`, this process's GPU memory (NVML) and the host's peak RSS, in bytes."""
+
+    def __init__(self, tf_device: str | None, nvml_index: int | None):
+        self.tf_device = tf_device
+        self.gpu = GpuProcessMemory(nvml_index)
+        self._reading: dict[str, int] | None = None
+
+    def read(self) -> dict[str, int]:
+        tf_peak = UNKNOWN
+        if self.tf_device:
+            import tensorflow as tf  # only here: the probe runs in the training child
+
+            tf_peak = int(tf.config.experimental.get_memory_info(self.tf_device)["peak"])
+        return {
+            "tf_peak_bytes": tf_peak,
+            "device_memory_bytes": self.gpu.used_bytes(),
+            "rss_peak_bytes": peak_rss_bytes(),
+        }
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        self._reading = None
+        if self.tf_device:
+            import tensorflow as tf
+
+            tf.config.experimental.reset_memory_stats(self.tf_device)
+        reset_peak_rss()
+
+    def on_test_begin(self, logs=None) -> None:
+        self._reading = self.read()
+
+    def on_epoch_end(self, epoch: int, logs) -> None:
+        logs.update(self._reading or self.read())

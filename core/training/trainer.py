@@ -1,37 +1,69 @@
 """One training run, instrumented per step. Runs inside the training child; imports TensorFlow.
 
-The loop calls the model's own `train_step` (the code `model.fit` runs), fed by a tf.data
-pipeline shaped like fit's array adapter, so the optimizer semantics, loss scaling, XLA
-choice and batching are those of the user's own `fit`. What it adds is a clock around
-each step and the input wait before it.
+The instrumented loop calls the model's own `train_step` (the code `model.fit` runs), fed by a
+tf.data pipeline shaped like fit's array adapter, so the optimizer semantics, loss scaling, XLA
+choice and batching are those of the user's own `fit`. What it adds is a clock around each step
+and around the fetch of its batch; every measurement made from those clocks is a hook (hooks.py).
+
+`train_run` is the child's entry: it prepares the run (data, model, pipeline), builds the hooks
+and hands them to an engine: `InstrumentedLoop` ("loop"), or the fit engine ("fit", fit_engine.py).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 from batchlab.core.datasets import load_dataset, prepare_arrays
-from batchlab.core.events import EPOCH_ENDED, RUN_ENDED, RUN_STARTED, STEPS, log_event, make_event, now_iso
+from batchlab.core.events import log_event, now_iso
 from batchlab.core.spec import RunSpec
-from batchlab.core.training import memory
+from batchlab.core.training.failures import (
+    Diverged,
+    StopRequested,
+    classify_failure,
+    first_line,
+    traceback_text,
+)
+from batchlab.core.training.hooks import (
+    EpochSummary,
+    HookList,
+    NanCheck,
+    RunEvents,
+    RunSummary,
+    StepLog,
+    TraceWatch,
+    TracingCounter,
+)
+from batchlab.core.training.memory import MemoryProbe
 from batchlab.core.training.workloads import build_model
 
 Emit = Callable[[dict[str, Any]], None]
-STEP_FLUSH_SECONDS = 0.25  # how often step records are sent to the parent
+
+SYNC_EVERY_STEP = "every_step"
+SYNC_SAMPLED = "sampled"
+SAMPLED_SYNC_EVERY = 10  # sampled sync: wait for the device on every 10th step (timed) and at epoch end
+
+CALIBRATION_WARMUP = 5  # next() calls that start the calibration pipeline's threads, not timed
+CALIBRATION_FETCHES = 20  # timed next() calls; their median is the fetch overhead
+CALIBRATION_PAUSE_S = 0.002  # time given to the prefetch thread to refill the buffer before each timed call
+
+# Test hook, not a user setting: seconds each batch is held up in the input pipeline (a sequential
+# tf.data map that sleeps), so tests can make a pipeline that really starves the step.
+TEST_INPUT_DELAY_ENV = "BATCHLAB_TEST_INPUT_DELAY_S"
 
 
-class StopRequested(Exception):
-    """The parent asked this run to end; what was measured so far is kept."""
-
-
-class Diverged(Exception):
-    """The loss became NaN or infinite."""
+def _test_input_delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get(TEST_INPUT_DELAY_ENV, "0") or 0))
+    except ValueError:
+        return 0.0
 
 
 def make_input_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> tf.data.Dataset:
@@ -43,7 +75,42 @@ def make_input_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: 
         indices = indices.shuffle(x.shape[0], seed=seed, reshuffle_each_iteration=True)
     batches = indices.batch(batch_size)
     batches = batches.map(lambda i: (tf.gather(x_t, i), tf.gather(y_t, i)), num_parallel_calls=tf.data.AUTOTUNE)
+    delay = _test_input_delay()
+    if delay > 0:
+
+        def slow(xb, yb):
+            done = tf.py_function(lambda: time.sleep(delay) or 0, [], tf.int32)
+            with tf.control_dependencies([done]):
+                return tf.identity(xb), tf.identity(yb)
+
+        batches = batches.map(slow)  # sequential on purpose: one batch per `delay`
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def calibrate_fetch_overhead(x: np.ndarray, y: np.ndarray, batch_size: int) -> float:
+    """Fixed cost (s) of next() on a prefetch buffer that already holds the batch: the median over
+    CALIBRATION_FETCHES calls on a pipeline of one repeated batch of the run's element spec.
+
+    Fetch time beyond this is time the pipeline starved the step (input_wait). The real pipeline is
+    not used, so its shuffle order and its first epoch stay exactly those of the run.
+    """
+    b = min(batch_size, x.shape[0])
+    x_t = tf.convert_to_tensor(x[:b])
+    y_t = tf.convert_to_tensor(y[:b])
+    # The run's own stages (index batches, a parallel gather, prefetch) over one batch of its data,
+    # repeated: the gather threads work while next() runs, as they do in training.
+    indices = tf.data.Dataset.range(b).batch(b).repeat()
+    data = indices.map(lambda i: (tf.gather(x_t, i), tf.gather(y_t, i)), num_parallel_calls=tf.data.AUTOTUNE)
+    iterator = iter(data.prefetch(tf.data.AUTOTUNE))
+    for _ in range(CALIBRATION_WARMUP):
+        next(iterator)
+    times = []
+    for _ in range(CALIBRATION_FETCHES):
+        time.sleep(CALIBRATION_PAUSE_S)
+        t0 = time.perf_counter()
+        next(iterator)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def make_step_function(model) -> Callable:
@@ -64,62 +131,184 @@ def make_step_function(model) -> Callable:
     return tf.function(one_step, reduce_retracing=True)
 
 
-class _MemoryProbe:
-    """Peak memory per epoch: TF allocator peak on GPU, NVML process memory, host peak RSS."""
-
-    def __init__(self, tf_device: str | None, nvml_index: int | None):
-        self.tf_device = tf_device
-        self.gpu = memory.GpuProcessMemory(nvml_index)
-
-    def reset(self) -> None:
-        if self.tf_device:
-            tf.config.experimental.reset_memory_stats(self.tf_device)
-        memory.reset_peak_rss()
-
-    def read(self) -> dict[str, int]:
-        tf_peak = memory.UNKNOWN
-        if self.tf_device:
-            tf_peak = int(tf.config.experimental.get_memory_info(self.tf_device)["peak"])
-        return {
-            "tf_peak_bytes": tf_peak,
-            "device_memory_bytes": self.gpu.used_bytes(),
-            "rss_peak_bytes": memory.peak_rss_bytes(),
-        }
-
-
-class _StepLog:
-    """Collects per-step records and sends them in chunks so the pipe is never flooded."""
-
-    def __init__(self, run_index: int, emit: Emit):
-        self.run = run_index
-        self.emit = emit
-        self.rows: dict[str, list] = {
-            k: [] for k in ("step", "epoch", "loss", "batch_size", "step_time", "input_wait", "wall_time")
-        }
-        self.last_sent = time.perf_counter()
-
-    def add(self, **row: Any) -> None:
-        for k, v in row.items():
-            self.rows[k].append(v)
-        if row["wall_time"] - self.last_sent >= STEP_FLUSH_SECONDS:
-            self.send(row["wall_time"])
-
-    def send(self, now: float | None = None) -> None:
-        if self.rows["step"]:
-            self.emit(make_event(STEPS, run=self.run, **self.rows))
-            self.rows = {k: [] for k in self.rows}
-        self.last_sent = now if now is not None else self.last_sent
-
-
-def _validate(model, x_val, y_val, batch_size: int) -> tuple[float, float, float]:
-    """Validation loss, accuracy (NaN without) and wall time, as fit's validation pass computes them."""
+def validate(model, x_val, y_val, batch_size: int) -> dict[str, float]:
+    """val_loss, val_accuracy (NaN without) and val_time (s), as fit's validation pass computes them."""
     if x_val is None:
-        return math.nan, math.nan, 0.0
+        return {"val_loss": math.nan, "val_accuracy": math.nan, "val_time": 0.0}
     t0 = time.perf_counter()
     logs = model.evaluate(x_val, y_val, batch_size=batch_size, verbose=0, return_dict=True)
     elapsed = time.perf_counter() - t0
     model.reset_metrics()  # evaluate leaves its totals in the trackers the train step reads
-    return float(logs.get("loss", math.nan)), float(logs.get("accuracy", math.nan)), elapsed
+    return {
+        "val_loss": float(logs.get("loss", math.nan)),
+        "val_accuracy": float(logs.get("accuracy", math.nan)),
+        "val_time": elapsed,
+    }
+
+
+@dataclass
+class RunSetup:
+    """What every engine trains: the run, its compiled model and its arrays (validation may be None)."""
+
+    run: RunSpec
+    model: Any
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray | None
+    y_val: np.ndarray | None
+
+    @property
+    def samples(self) -> int:
+        return int(self.x_train.shape[0])
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.samples / self.run.batch_size)
+
+
+def prepare_run(run: RunSpec, emit: Emit) -> RunSetup:
+    """Seed, load the data and build the model; the notes on how data was fitted to it go to the log."""
+    spec = run.sweep
+    tf.keras.utils.set_random_seed(run.seed)
+    data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
+    model, x_train, y_train, x_val, y_val, notes = build_model(run, data)
+    for note in notes:
+        emit(log_event("info", note, run=run.index))
+    return RunSetup(run, model, x_train, y_train, x_val, y_val)
+
+
+class InstrumentedLoop:
+    """BatchLab's own loop: every step's fetch and compute timed, every measurement a hook.
+
+    sync="every_step" reads each step's loss right after the step, which waits for the device, so
+    step_time is the step's compute time. sync="sampled" does that only on every
+    SAMPLED_SYNC_EVERY-th step (after first letting the device finish the steps before it) and on
+    traced steps, so the device queue keeps the overlap `fit` has; the other steps' losses are read
+    at the next sync point (their step_time is NaN, their wall_time the time their launch returned).
+    """
+
+    engine = "loop"
+
+    def __init__(self, setup: RunSetup, hooks: HookList, should_stop: Callable[[], bool], sync: str = SYNC_EVERY_STEP):
+        self.setup = setup
+        self.hooks = hooks
+        self.should_stop = should_stop
+        self.sync = sync
+        run = setup.run
+        # Inside the caller's try: copying the data into tensors can run out of memory.
+        self.pipeline = make_input_pipeline(setup.x_train, setup.y_train, run.batch_size, run.sweep.shuffle, run.seed)
+        self.fetch_overhead = calibrate_fetch_overhead(setup.x_train, setup.y_train, run.batch_size)
+        self.step_fn = make_step_function(setup.model)
+        self.trace = TraceWatch(self.step_fn)
+        self.t_run0 = math.nan
+
+    def run_fields(self) -> dict[str, Any]:
+        """What run_started records about this engine."""
+        return {"engine": self.engine, "sync": self.sync, "fetch_overhead_s": self.fetch_overhead}
+
+    def elapsed(self) -> float:
+        """Seconds since the run's first step began (NaN before training)."""
+        return time.perf_counter() - self.t_run0
+
+    def train(self, epochs: int) -> None:
+        self.t_run0 = time.perf_counter()
+        for epoch in range(epochs):
+            self._epoch(epoch)
+
+    def _epoch(self, epoch: int) -> None:
+        hooks = self.hooks
+        hooks.on_epoch_begin(epoch)
+        step0 = epoch * self.setup.steps_per_epoch
+        pending: list[tuple[dict, Any]] = []  # steps launched whose loss is not read yet (sampled sync)
+        t_epoch0 = time.perf_counter()
+        # Starting the pipeline (threads, first prefetch) costs ~5 ms an epoch; fit pays it inside its
+        # epoch too, so it is on the epoch clock and counted in the first step's fetch time.
+        iterator = iter(self.pipeline)
+        for i in range(1 << 62):
+            if self.should_stop():
+                self._read_pending(pending)
+                raise StopRequested()
+            t0 = time.perf_counter() if i else t_epoch0
+            try:
+                xb, yb = next(iterator)
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            fetch = t1 - t0
+            step = step0 + i
+            timed = self.sync == SYNC_EVERY_STEP or step % SAMPLED_SYNC_EVERY == 0
+            if timed and pending:
+                self._read_pending(pending)  # let the device finish earlier steps: this step's time is its own
+                t1 = time.perf_counter()
+            logs = self.step_fn(xb, yb)
+            traced = self.trace.traced()
+            row = {
+                "step": step,
+                "epoch": epoch,
+                "batch_size": int(xb.shape[0]),
+                "fetch_time": fetch,
+                "input_wait": max(0.0, fetch - self.fetch_overhead),
+                "traced": int(traced),
+            }
+            if timed or traced:
+                # Reading the loss copies it to the host, which waits for the step's kernels: GPU work
+                # is asynchronous, so without this sync the clock would time the launch, not the step.
+                loss = float(logs["loss"])
+                t2 = time.perf_counter()
+                row.update(loss=loss, step_time=t2 - t1, wall_time=t2 - self.t_run0)
+                self._read_pending(pending)
+                self._report(row, logs)
+            else:
+                row.update(step_time=math.nan, wall_time=time.perf_counter() - self.t_run0)
+                pending.append((row, logs))
+        self._read_pending(pending)  # the epoch's clock stops when the device is done
+        epoch_logs = {"epoch": epoch, "epoch_time": time.perf_counter() - t_epoch0}
+        if self.setup.x_val is not None:
+            hooks.on_test_begin()
+            val_logs = validate(self.setup.model, self.setup.x_val, self.setup.y_val, self.setup.run.batch_size)
+            hooks.on_test_end(val_logs)
+        else:
+            val_logs = validate(self.setup.model, None, None, 0)
+        epoch_logs.update(val_logs)
+        epoch_logs["wall_time"] = time.perf_counter() - self.t_run0
+        hooks.on_epoch_end(epoch, epoch_logs)
+
+    def _read_pending(self, pending: list) -> None:
+        """Read the losses of launched steps (waits for the device) and report their rows, in order."""
+        while pending:
+            row, logs = pending.pop(0)
+            row["loss"] = float(logs["loss"])
+            self._report(row, logs)
+
+    def _report(self, row: dict, logs: dict) -> None:
+        if "accuracy" in logs:
+            row["accuracy"] = float(logs["accuracy"])
+        self.hooks.on_train_batch_end(row["step"], row)
+
+
+def standard_hooks(run_index: int, emit: Emit, tf_device: str | None, nvml_index: int | None) -> HookList:
+    """The measurements every engine makes, in the order they must run (RunEvents last: it sends)."""
+    return HookList(
+        [
+            StepLog(run_index, emit),  # first: a diverging step is recorded before NanCheck ends the run
+            EpochSummary(),
+            TracingCounter(),
+            MemoryProbe(tf_device, nvml_index),
+            RunSummary(),
+            NanCheck(),
+            RunEvents(run_index, emit),
+        ]
+    )
+
+
+def make_engine(setup: RunSetup, hooks: HookList, should_stop: Callable[[], bool]):
+    """The engine the spec asks for: the instrumented loop (default) or model.fit (fit_engine.py)."""
+    spec = setup.run.sweep
+    if getattr(spec, "loop", "loop") == "fit":
+        from batchlab.core.training.fit_engine import FitEngine
+
+        return FitEngine(setup, hooks, should_stop)
+    return InstrumentedLoop(setup, hooks, should_stop, sync=getattr(spec, "sync", SYNC_EVERY_STEP))
 
 
 def train_run(
@@ -130,166 +319,37 @@ def train_run(
     nvml_index: int | None,
     device_name: str,
 ) -> None:
-    """Train one run, emitting run_started, steps, epoch_ended and finally run_ended."""
-    spec = run.sweep
-    tf.keras.utils.set_random_seed(run.seed)
-    data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
-    model, x_train, y_train, x_val, y_val, notes = build_model(run, data)
-    for note in notes:
-        emit(log_event("info", note, run=run.index))
-    n = x_train.shape[0]
-    steps_per_epoch = math.ceil(n / run.batch_size)
-    pipeline = make_input_pipeline(x_train, y_train, run.batch_size, spec.shuffle, run.seed)
-    step_fn = make_step_function(model)
-    probe = _MemoryProbe(tf_device, nvml_index)
-    emit(
-        make_event(
-            RUN_STARTED,
-            run=run.index,
-            batch_size=run.batch_size,
-            seed=run.seed,
-            pid=os.getpid(),
-            nice=os.getpriority(os.PRIO_PROCESS, 0),
-            device=device_name,
-            steps_per_epoch=steps_per_epoch,
-            epochs=spec.epochs,
-            samples=n,
-            started=now_iso(),
-        )
-    )
-    steps = _StepLog(run.index, emit)
-    state = {"status": "ok", "message": "", "last_epoch_loss": math.nan, "samples": 0, "train_time": 0.0}
-    t_run0 = time.perf_counter()
+    """Train one run, emitting run_started, steps, epoch_ended and finally run_ended (also on failure)."""
+    hooks = standard_hooks(run.index, emit, tf_device, nvml_index)
+    end: dict[str, Any] = {"status": "ok", "message": ""}
+    engine = None
     try:
-        for epoch in range(spec.epochs):
-            _train_epoch(
-                epoch,
-                steps_per_epoch,
-                model,
-                pipeline,
-                step_fn,
-                steps,
-                probe,
-                state,
-                should_stop,
-                t_run0,
-                run,
-                emit,
-                x_val,
-                y_val,
-            )
+        # Loading, building and copying the data are inside: their failures (a data file removed
+        # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
+        setup = prepare_run(run, emit)
+        engine = make_engine(setup, hooks, should_stop)
+        hooks.on_run_begin(
+            {
+                "run": run.index,
+                "batch_size": run.batch_size,
+                "seed": run.seed,
+                "pid": os.getpid(),
+                "nice": os.getpriority(os.PRIO_PROCESS, 0),
+                "device": device_name,
+                "steps_per_epoch": setup.steps_per_epoch,
+                "epochs": run.sweep.epochs,
+                "samples": setup.samples,
+                "started": now_iso(),
+                **engine.run_fields(),
+            }
+        )
+        engine.train(run.sweep.epochs)
     except StopRequested:
-        state.update(status="interrupted", message="stopped by the user; measurements so far are kept")
+        end.update(status="interrupted", message="stopped by the user; measurements so far are kept")
     except Diverged as e:
-        state.update(status="diverged", message=str(e))
+        end.update(status="diverged", message=str(e))
     except Exception as e:  # OOM and any other failure end this run only; the sweep goes on
-        state.update(status=classify_failure(e), message=_first_line(e))
-    finally:
-        steps.send()
-    total = time.perf_counter() - t_run0
-    emit(
-        make_event(
-            RUN_ENDED,
-            run=run.index,
-            status=state["status"],
-            message=state["message"],
-            ended=now_iso(),
-            final_loss=state["last_epoch_loss"],
-            total_time=total,
-            samples_per_s=(state["samples"] / state["train_time"]) if state["train_time"] > 0 else math.nan,
-        )
-    )
-
-
-def _train_epoch(
-    epoch, steps_per_epoch, model, pipeline, step_fn, steps, probe, state, should_stop, t_run0, run, emit, x_val, y_val
-):
-    """One pass over the data; raises StopRequested or Diverged, keeping what was recorded."""
-    probe.reset()
-    compute = wait = loss_sum = acc_sum = 0.0
-    seen = 0
-    has_acc = False
-    step0 = epoch * steps_per_epoch
-    t_epoch0 = time.perf_counter()
-    # Starting the pipeline (threads, first prefetch) costs ~5 ms an epoch; fit pays it inside its
-    # epoch too, so it is on the epoch clock and counted as the first step's input wait.
-    iterator = iter(pipeline)
-    for i in range(1 << 62):
-        if should_stop():
-            raise StopRequested()
-        t0 = time.perf_counter() if i else t_epoch0
-        try:
-            xb, yb = next(iterator)
-        except StopIteration:
-            break
-        t1 = time.perf_counter()
-        logs = step_fn(xb, yb)
-        # Reading the loss copies it to the host, which waits for the step's kernels: GPU work
-        # is asynchronous, so without this sync the clock would time the launch, not the step.
-        loss = float(logs["loss"])
-        t2 = time.perf_counter()
-        b = int(xb.shape[0])
-        steps.add(
-            step=step0 + i,
-            epoch=epoch,
-            loss=loss,
-            batch_size=b,
-            step_time=t2 - t1,
-            input_wait=t1 - t0,
-            wall_time=t2 - t_run0,
-        )
-        if not math.isfinite(loss):
-            raise Diverged(f"loss became {loss} at step {step0 + i} (epoch {epoch}); try a smaller learning rate")
-        compute += t2 - t1
-        wait += t1 - t0
-        loss_sum += loss * b
-        if "accuracy" in logs:
-            acc_sum += float(logs["accuracy"]) * b
-            has_acc = True
-        seen += b
-    epoch_time = time.perf_counter() - t_epoch0
-    mem = probe.read()  # read before validation so the peak is the training step's
-    steps.send()
-    val_loss, val_acc, val_time = _validate(model, x_val, y_val, run.batch_size)
-    train_loss = loss_sum / seen if seen else math.nan
-    if epoch > 0 or run.sweep.epochs == 1:
-        # Epoch 0 includes tracing and compiling the step; throughput is steady-state when it can be.
-        state["samples"] += seen
-        state["train_time"] += epoch_time
-    state["last_epoch_loss"] = train_loss
-    emit(
-        make_event(
-            EPOCH_ENDED,
-            run=run.index,
-            epoch=epoch,
-            epoch_time=epoch_time,
-            compute_time=compute,
-            input_wait_time=wait,
-            train_loss=train_loss,
-            train_accuracy=(acc_sum / seen) if has_acc and seen else math.nan,
-            val_loss=val_loss,
-            val_accuracy=val_acc,
-            val_time=val_time,
-            samples_per_s=seen / epoch_time if epoch_time > 0 else math.nan,
-            wall_time=time.perf_counter() - t_run0,
-            **mem,
-        )
-    )
-
-
-def classify_failure(e: BaseException) -> str:
-    """'oom' for any allocator exhaustion (TF, XLA or cuDNN word it differently), else 'error'."""
-    if isinstance(e, tf.errors.ResourceExhaustedError):
-        return "oom"
-    text = str(e)
-    if "RESOURCE_EXHAUSTED" in text or "OOM when allocating" in text or "out of memory" in text.lower():
-        return "oom"
-    return "error"
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(getattr(e, "message", "") or e).strip()
-    for line in text.splitlines():
-        if "OOM" in line or "out of memory" in line.lower():
-            return line.strip()[:300]
-    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+        end.update(status=classify_failure(e), message=first_line(e))
+        emit(log_event("error", traceback_text(e), run=run.index))
+    end["total_time"] = engine.elapsed() if engine is not None else math.nan
+    hooks.on_run_end(end)

@@ -1,0 +1,304 @@
+"""The training loop's measurements as small hooks, in the shape of Keras callbacks.
+
+An engine (the instrumented loop in trainer.py, or `model.fit` in fit_engine.py) drives a
+`HookList` and every measurement is one hook: the step log that streams step records, the NaN
+check, the epoch summary, the tracing counter, the run summary, the memory probe (memory.py) and
+the events sender. A new measurement is a new hook, not a new parameter threaded through a loop.
+
+What an engine calls, in order, and what it puts in `logs`:
+
+- ``on_run_begin(logs)``: the run_started fields (run, batch_size, ..., engine, sync,
+  fetch_overhead_s); `RunEvents` emits them.
+- ``on_epoch_begin(epoch)``
+- ``on_train_batch_end(step, logs)``: one row per step, with every name of ``STEP_COLUMNS``
+  (floats already read from the device; NaN where not measured) plus ``accuracy`` when the model
+  has it. Rows arrive in step order, possibly a few steps late (sampled sync reads losses in groups).
+- ``on_test_begin()`` / ``on_test_end(logs)``: around validation, when there is one.
+- ``on_epoch_end(epoch, logs)``: the engine gives ``epoch``, ``epoch_time``, ``val_loss``,
+  ``val_accuracy``, ``val_time`` and ``wall_time``; hooks add the other ``EPOCH_COLUMNS`` in list
+  order, and `RunEvents` (last) emits the row.
+- ``on_run_end(logs)``: the engine gives ``status``, ``message`` and ``total_time``; hooks add
+  the run figures and `RunEvents` emits run_ended. Called also when the run failed.
+
+Hooks never import TensorFlow, so they can be checked on synthetic rows.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from batchlab.core.events import (
+    EPOCH_COLUMN_NAMES,
+    EPOCH_ENDED,
+    RUN_ENDED,
+    RUN_STARTED,
+    STEP_COLUMN_NAMES,
+    STEP_FLUSH_SECONDS,
+    STEPS,
+    make_event,
+    now_iso,
+)
+from batchlab.core.training.failures import Diverged
+
+Emit = Callable[[dict[str, Any]], None]
+Logs = dict[str, Any]
+
+
+class Hook:
+    """Base class: every method does nothing. Override the ones a measurement needs."""
+
+    def on_run_begin(self, logs: Logs) -> None:
+        pass
+
+    def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
+        pass
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        pass
+
+    def on_test_begin(self, logs: Logs | None = None) -> None:
+        pass
+
+    def on_test_end(self, logs: Logs | None = None) -> None:
+        pass
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        pass
+
+    def on_run_end(self, logs: Logs) -> None:
+        pass
+
+
+class HookList(Hook):
+    """Calls its hooks in order; later hooks see what earlier ones added to `logs`."""
+
+    def __init__(self, hooks: Iterable[Hook]):
+        self.hooks = list(hooks)
+
+    def on_run_begin(self, logs: Logs) -> None:
+        for h in self.hooks:
+            h.on_run_begin(logs)
+
+    def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
+        for h in self.hooks:
+            h.on_epoch_begin(epoch, logs)
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        for h in self.hooks:
+            h.on_train_batch_end(step, logs)
+
+    def on_test_begin(self, logs: Logs | None = None) -> None:
+        for h in self.hooks:
+            h.on_test_begin(logs)
+
+    def on_test_end(self, logs: Logs | None = None) -> None:
+        for h in self.hooks:
+            h.on_test_end(logs)
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        for h in self.hooks:
+            h.on_epoch_end(epoch, logs)
+
+    def on_run_end(self, logs: Logs) -> None:
+        # Every hook gets the end of the run, even if one fails, so the events still go out.
+        error: BaseException | None = None
+        for h in self.hooks:
+            try:
+                h.on_run_end(logs)
+            except Exception as e:  # re-raised below, after the others ran
+                error = error or e
+        if error is not None:
+            raise error
+
+
+class StepLog(Hook):
+    """Collects step rows and sends them every `flush_seconds` of run time, so the pipe is never flooded
+    and a killed child loses at most that much. Sending happens after the step's clock was read."""
+
+    def __init__(self, run_index: int, emit: Emit, flush_seconds: float = STEP_FLUSH_SECONDS):
+        self.run = run_index
+        self.emit = emit
+        self.flush_seconds = flush_seconds
+        self.rows: dict[str, list] = {k: [] for k in STEP_COLUMN_NAMES}
+        self.last_sent = 0.0  # run-relative seconds, the same time base as the rows' wall_time
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        for k in STEP_COLUMN_NAMES:
+            self.rows[k].append(logs.get(k))
+        wall = logs.get("wall_time", math.nan)
+        if wall - self.last_sent >= self.flush_seconds:
+            self.send()
+            self.last_sent = wall
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        self.send()
+
+    def on_run_end(self, logs: Logs) -> None:
+        self.send()
+
+    def send(self) -> None:
+        if self.rows["step"]:
+            self.emit(make_event(STEPS, run=self.run, **self.rows))
+            self.rows = {k: [] for k in STEP_COLUMN_NAMES}
+
+
+class NanCheck(Hook):
+    """Ends the run as diverged at the first step whose loss is NaN or infinite (that step is kept)."""
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        loss = logs["loss"]
+        if not math.isfinite(loss):
+            raise Diverged(
+                f"loss became {loss} at step {step} (epoch {logs.get('epoch')}); try a smaller learning rate"
+            )
+
+
+class EpochSummary(Hook):
+    """Per-epoch sums and means of the step rows: time split, training loss/accuracy, throughput."""
+
+    def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
+        self.compute = self.fetch = self.wait = self.loss_sum = self.acc_sum = 0.0
+        self.seen = 0
+        self.has_acc = False
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        b = int(logs["batch_size"])
+        self.compute += logs["step_time"]  # NaN once a step was not timed: the sum is then unknown
+        self.fetch += logs["fetch_time"]
+        self.wait += logs["input_wait"]
+        self.loss_sum += logs["loss"] * b
+        if "accuracy" in logs:
+            self.acc_sum += logs["accuracy"] * b
+            self.has_acc = True
+        self.seen += b
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        seen = self.seen
+        epoch_time = logs.get("epoch_time", math.nan)
+        logs.setdefault("samples", seen)
+        logs.setdefault("compute_time", self.compute)
+        logs.setdefault("fetch_time", self.fetch)
+        logs.setdefault("input_wait_time", self.wait)
+        logs.setdefault("train_loss", self.loss_sum / seen if seen else math.nan)
+        logs.setdefault("train_accuracy", self.acc_sum / seen if self.has_acc and seen else math.nan)
+        logs.setdefault("samples_per_s", seen / epoch_time if epoch_time > 0 else math.nan)
+
+
+def tracing_cost(traced_times: list[float], untraced_times: list[float]) -> float:
+    """One-time tracing cost (s): traced steps' time minus what as many steps take untraced (median)."""
+    traced = [t for t in traced_times if math.isfinite(t)]
+    untraced = [t for t in untraced_times if math.isfinite(t)]
+    if not traced:
+        return 0.0
+    typical = statistics.median(untraced) if untraced else 0.0
+    return sum(traced) - len(traced) * typical
+
+
+class TracingCounter(Hook):
+    """Counts the steps during which the step function was traced, per epoch and for the run."""
+
+    def __init__(self) -> None:
+        self.traced_times: list[float] = []
+        self.untraced_times: list[float] = []
+
+    def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
+        self.epoch_traced = 0
+        self.epoch_time = 0.0
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        t = logs["step_time"]
+        if logs.get("traced"):
+            self.epoch_traced += 1
+            self.epoch_time += t if math.isfinite(t) else 0.0
+            self.traced_times.append(t)
+        elif math.isfinite(t):
+            self.untraced_times.append(t)
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        logs.setdefault("traced_steps", self.epoch_traced)
+        logs.setdefault("tracing_time", self.epoch_time)
+
+    def on_run_end(self, logs: Logs) -> None:
+        logs.setdefault("tracing_time_s", tracing_cost(self.traced_times, self.untraced_times))
+
+
+class RunSummary(Hook):
+    """The run's reference figures: final loss and steady throughput, leaving out traced steps.
+
+    Throughput comes from the finished epochs without a traced step; a run that has none (one
+    epoch, or stopped early) uses its timed untraced steps: samples over (fetch + compute) time.
+    """
+
+    def __init__(self) -> None:
+        self.final_loss = math.nan
+        self.epoch_samples = 0
+        self.epoch_time = 0.0
+        self.step_samples = 0
+        self.step_time = 0.0
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        t = logs["step_time"] + logs["fetch_time"]
+        if not logs.get("traced") and math.isfinite(t):
+            self.step_samples += int(logs["batch_size"])
+            self.step_time += t
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        self.final_loss = logs.get("train_loss", math.nan)
+        traced = logs.get("traced_steps")
+        steady = traced == 0 if traced is not None else epoch > 0  # unknown tracing: epochs after the first
+        if steady and logs.get("epoch_time", 0) > 0:
+            self.epoch_samples += int(logs.get("samples", 0))
+            self.epoch_time += logs["epoch_time"]
+
+    def on_run_end(self, logs: Logs) -> None:
+        logs.setdefault("final_loss", self.final_loss)
+        if self.epoch_time > 0:
+            rate = self.epoch_samples / self.epoch_time
+        elif self.step_time > 0:
+            rate = self.step_samples / self.step_time
+        else:
+            rate = math.nan
+        logs.setdefault("samples_per_s", rate)
+
+
+RUN_ENDED_FIELDS = ("status", "message", "final_loss", "total_time", "samples_per_s", "tracing_time_s")
+
+
+class RunEvents(Hook):
+    """Sends run_started, epoch_ended and run_ended from the logs; goes last in the list."""
+
+    def __init__(self, run_index: int, emit: Emit):
+        self.run = run_index
+        self.emit = emit
+
+    def on_run_begin(self, logs: Logs) -> None:
+        self.emit(make_event(RUN_STARTED, **{**logs, "run": self.run}))
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        row = {k: logs.get(k, math.nan) for k in EPOCH_COLUMN_NAMES}
+        self.emit(make_event(EPOCH_ENDED, run=self.run, **row))
+
+    def on_run_end(self, logs: Logs) -> None:
+        fields = {k: logs[k] for k in RUN_ENDED_FIELDS if k in logs}
+        self.emit(make_event(RUN_ENDED, run=self.run, ended=now_iso(), **fields))
+
+
+class TraceWatch:
+    """Tells whether a tf.function traced since the last look, from its tracing count."""
+
+    def __init__(self, function: Any):
+        self.function = function
+        self.count = self._read()
+
+    def _read(self) -> int:
+        return int(self.function.experimental_get_tracing_count())
+
+    def traced(self) -> bool:
+        """True if the function traced (compiled a new graph) since the previous call."""
+        count = self._read()
+        changed = count != self.count
+        self.count = count
+        return changed
