@@ -4,6 +4,7 @@ On a small machine every millisecond the window paints is taken from TensorFlow'
 window cannot know in advance what a repaint costs (it depends on the machine, the plot, how many
 points and runs it shows), so it measures what its own thread really used and lets optional work
 run only while the thread stays under its share. Plain Python, no Qt: tested with fake clocks.
+The window's share and burst are fields of its RefreshPolicy, applied by the Refresher (gui/refresh.py).
 """
 
 from __future__ import annotations
