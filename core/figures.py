@@ -8,9 +8,10 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
   loss is not finite), the sample-weighted mean of the finite step losses after it.
 - total time (s): run_ended's ``total_time`` when it came, else the last recorded ``wall_time``.
 - steady throughput (samples/s): samples over wall time of the untraced steps, each step's
-  wall time being the gap to the step before it in the same epoch (the first step of a later
-  epoch is left out: its gap holds the validation pass). Files without a ``traced`` column:
-  the steps of the epochs after the first, or all steps when the run has no later epoch.
+  wall time being the gap to the step before it (for the first step of a later epoch: to the
+  end of the previous epoch, validation included, so validation is left out). Files without a
+  ``traced`` column: the steps of the epochs after the first, or all steps when the run has no
+  later epoch.
 - steady step time (s): median ``step_time`` of the same steps (compute time only).
 - steady epoch time (s): mean ``epoch_time`` of the epochs without a traced step (without a
   ``traced_steps`` column: the epochs after the first).
@@ -69,7 +70,7 @@ def run_figures(steps: Table, epochs: Table, attrs: Mapping[str, Any] | None = N
     return RunFigures(
         final_loss=final_loss(steps, epochs),
         total_time=total_time(steps, epochs, attrs),
-        samples_per_s=_throughput(steps, steady),
+        samples_per_s=_throughput(steps, epochs, steady),
         step_time=_median(step_time[steady]) if len(step_time) else math.nan,
         epoch_time=steady_epoch_time(epochs),
         tracing_time=tracing_cost(steps, attrs),
@@ -124,11 +125,14 @@ def _steady_steps(steps: Table) -> np.ndarray:
     return later if later.any() else np.ones(n, dtype=bool)
 
 
-def step_durations(steps: Table) -> np.ndarray:
-    """Wall time (s) of each step: the gap to the step before it in the same epoch; NaN where unknown.
+def step_durations(steps: Table, epochs: Table | None = None) -> np.ndarray:
+    """Wall time (s) of each step, from the run-relative wall_time at the end of each step; NaN where unknown.
 
-    The first step of the run takes its own wall_time (the clock starts as it begins); the first
-    step of a later epoch is NaN, since its gap holds the previous epoch's validation pass.
+    A step takes the gap to the step before it. The first step of the run takes its own
+    wall_time (the clock starts as it begins). The first step of a later epoch takes the gap to
+    the end of the previous epoch's row (its wall_time includes the validation pass), so the
+    epoch's start-up cost (a fresh input iterator) counts and the validation does not; NaN when
+    that epoch row is missing.
     """
     wall = _column(steps, "wall_time").astype(np.float64)
     n = len(wall)
@@ -137,24 +141,28 @@ def step_durations(steps: Table) -> np.ndarray:
         return out
     step = _column(steps, "step", n)
     epoch = _column(steps, "epoch", n)
-    follows = (np.diff(step) == 1) & (np.diff(epoch) == 0)
-    out[1:] = np.where(follows, np.diff(wall), np.nan)
+    contiguous = np.diff(step) == 1
+    out[1:] = np.where(contiguous & (np.diff(epoch) == 0), np.diff(wall), np.nan)
     if step[0] == 0:
         out[0] = wall[0]
+    ends = dict(zip(_column(epochs or {}, "epoch").tolist(), _column(epochs or {}, "wall_time").tolist(), strict=False))
+    for i in np.flatnonzero(contiguous & (np.diff(epoch) != 0)) + 1:
+        out[i] = wall[i] - ends.get(int(epoch[i - 1]), math.nan)
+    out[out < 0] = np.nan  # clocks that disagree: no duration rather than a wrong one
     return out
 
 
-def _throughput(steps: Table, steady: np.ndarray) -> float:
-    durations = step_durations(steps)
+def _throughput(steps: Table, epochs: Table, steady: np.ndarray) -> float:
+    durations = step_durations(steps, epochs)
     batch = _column(steps, "batch_size", len(durations))
     keep = steady & np.isfinite(durations) & (batch > 0)
     seconds = float(durations[keep].sum())
     return float(batch[keep].sum()) / seconds if seconds > 0 else math.nan
 
 
-def steady_throughput(steps: Table) -> float:
+def steady_throughput(steps: Table, epochs: Table | None = None) -> float:
     """Samples per second over the steady-state steps (see module docstring)."""
-    return _throughput(steps, _steady_steps(steps))
+    return _throughput(steps, epochs or {}, _steady_steps(steps))
 
 
 def steady_epoch_time(epochs: Table) -> float:

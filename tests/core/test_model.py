@@ -82,6 +82,15 @@ def test_steady_throughput_and_step_time_leave_out_traced_steps_and_validation_g
     assert figures.tracing_time == pytest.approx(0.85 + 0.31 - 2 * 0.01)
 
 
+def test_an_epoch_s_start_up_counts_towards_throughput_but_validation_does_not():
+    steps = _steps(4, 2)  # 20 ms steps; 1 s between epochs
+    steps["wall_time"][4:] += 0.04  # the first step of epoch 1 waits 40 ms for a fresh input iterator
+    epochs = {"epoch": np.array([0], dtype=np.int32), "wall_time": np.array([0.08 + 0.98])}  # 0.98 s validation
+    # epoch 1's first step: 0.02 s after validation + 0.04 s waiting + its 0.02 s; then 3 steps of 0.02 s
+    assert run_figures(steps, epochs).samples_per_s == pytest.approx(40 / (0.08 + 3 * 0.02))
+    assert run_figures(steps, {}).samples_per_s == pytest.approx(10 / 0.02)  # no epoch row: that step is unknown
+
+
 def test_without_a_traced_column_steady_figures_use_the_epochs_after_the_first():
     steps = _steps(4, 2)
     steps["wall_time"][:4] += 5.0  # epoch 0 slowed by tracing; later epochs untouched relative to each other

@@ -49,6 +49,7 @@ ENVIRONMENT = {
     "host": "lab-01",
 }
 MIB = 1 << 20
+VAL_TIME = 0.05  # s, each epoch's validation pass
 
 
 def sweep_started(spec: SweepSpec = SPEC) -> dict:
@@ -74,7 +75,8 @@ def run_started(run: int, batch_size: int, steps_per_epoch: int, epochs: int = 2
 
 
 def steps(run: int, epoch: int, first_step: int, n: int, batch_size: int) -> dict:
-    """n realistic step rows: a falling loss, ~2 ms steps, small input waits."""
+    """n realistic step rows: a falling loss, ~2 ms steps (2.1 ms apart), small input waits; wall_time counts
+    the validation passes of the epochs before (64 steps per epoch, as run 0 has)."""
     idx = np.arange(first_step, first_step + n)
     return make_event(
         STEPS,
@@ -85,7 +87,7 @@ def steps(run: int, epoch: int, first_step: int, n: int, batch_size: int) -> dic
         batch_size=[batch_size] * n,
         step_time=(0.002 + 1e-5 * idx).tolist(),
         input_wait=[0.0001] * n,
-        wall_time=(0.0021 * (idx + 1)).tolist(),
+        wall_time=(0.0021 * (idx + 1) + VAL_TIME * epoch).tolist(),
     )
 
 
@@ -99,12 +101,12 @@ def epoch_ended(run: int, epoch: int, **overrides) -> dict:
         "train_accuracy": math.nan,
         "val_loss": 0.85 - 0.1 * epoch,
         "val_accuracy": math.nan,
-        "val_time": 0.05,
+        "val_time": VAL_TIME,
         "samples_per_s": 2048.0 - 100 * epoch,
         "tf_peak_bytes": (40 + epoch) * MIB,
         "device_memory_bytes": 900 * MIB,
         "rss_peak_bytes": 1500 * MIB,
-        "wall_time": 0.6 * (epoch + 1),
+        "wall_time": (0.0021 * 64 + VAL_TIME) * (epoch + 1),
     }
     values.update(overrides)
     return make_event(EPOCH_ENDED, run=run, **values)
