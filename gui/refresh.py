@@ -17,13 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from batchlab.core.events import STEP_FLUSH_SECONDS
 from batchlab.gui.cpu_budget import CpuBudget
 from PySide6.QtCore import QObject, QTimer
-
-try:
-    from batchlab.core.events import STEP_FLUSH_SECONDS
-except ImportError:  # older core: the constant lived in the trainer, which imports TensorFlow
-    STEP_FLUSH_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
