@@ -15,7 +15,7 @@ import pytest
 from batchlab.core.events import STEP_FLUSH_SECONDS, STEPS
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import build_spec
-from batchlab.core.sweep.runner import run_sweep
+from batchlab.core.sweep.runner import SweepRunner, run_sweep
 from batchlab.core.training.failures import Diverged, classify_failure, first_line
 from batchlab.core.training.hooks import HookList, NanCheck, StepLog, TracingCounter, tracing_cost
 
@@ -126,6 +126,26 @@ def test_sampled_sync_times_every_tenth_step_and_reads_every_loss(tmp_path):
     assert epochs["train_loss"][0] == pytest.approx(np.average(steps["loss"], weights=steps["batch_size"]), rel=1e-5)
     # One epoch, traced: the run's throughput comes from its untraced timed steps, not the traced epoch.
     assert ended["samples_per_s"] > epochs["samples_per_s"][0]
+
+
+def test_a_run_stopped_mid_epoch_reports_throughput_without_tracing(tmp_path):
+    spec = build_spec({**AUTOENCODER, "samples": 4000, "epochs": 3, "batch_sizes": "8"})
+    runner = SweepRunner(spec)
+    events = []
+
+    def sink(event):
+        events.append(event)
+        if event["type"] == STEPS and event["epoch"][-1] == 1:
+            runner.stop()  # as the window's Stop button would: in the second epoch, the first one finished
+
+    assert run_sweep(spec, tmp_path / "stopped.h5", sink=sink, runner=runner) == "interrupted"
+    (ended,) = _events_of(events, "run_ended")
+    (epoch0,) = _events_of(events, "epoch_ended")
+    assert ended["status"] == "interrupted"
+    assert epoch0["traced_steps"] == 1
+    # No finished epoch is free of tracing, so the figure comes from the untraced steps: finite, and
+    # above the traced first epoch's (which carries about a second of tracing).
+    assert ended["samples_per_s"] > epoch0["samples_per_s"]
 
 
 def test_a_data_file_removed_mid_sweep_is_an_error_with_its_traceback_in_the_log(tmp_path):
