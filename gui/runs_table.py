@@ -29,7 +29,7 @@ def _num(fmt: str) -> Callable[[float], str]:
     return lambda v: "" if not math.isfinite(v) else format(v, fmt)
 
 
-# column title -> (value of a run, how to show it)
+# column title -> (value of a run, how to show it); the numbers are the core model's RunFigures
 COLUMNS: list[tuple[str, Callable[[str, RunData], object], Callable[[object], str]]] = [
     ("sweep", lambda s, r: s, str),
     ("run", lambda s, r: r.index, str),
@@ -38,6 +38,8 @@ COLUMNS: list[tuple[str, Callable[[str, RunData], object], Callable[[object], st
     ("seed", lambda s, r: r.seed, str),
     ("time (s)", lambda s, r: metric_value(r, "total_time"), _num(".2f")),
     ("throughput (samples/s)", lambda s, r: metric_value(r, "throughput"), _num(",.0f")),
+    ("step time (ms)", lambda s, r: r.figures.step_time * 1e3, _num(".3g")),
+    ("tracing (s)", lambda s, r: r.figures.tracing_time, _num(".2f")),
     ("peak memory (MiB)", lambda s, r: metric_value(r, "peak_memory"), _num(",.1f")),
     ("final loss", lambda s, r: metric_value(r, "final_loss"), _num(".5g")),
 ]

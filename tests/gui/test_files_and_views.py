@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import json
+import math
 import time
 
+from batchlab.core import cli
 from batchlab.core.runfile import RunFileWriter
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import build_spec
@@ -31,6 +34,29 @@ def test_opening_a_run_file_fills_plots_and_table(main_window, tiny_sweep):
     assert not w.follower.following  # finished files are read once
     w.use_file_settings()
     assert build_spec(w.setup.values()).batch_sizes == (64, 128)
+
+
+def test_the_runs_table_shows_the_same_figures_live_reopened_and_in_report(main_window, tiny_sweep, capsys):
+    window, path, _seen = tiny_sweep  # the window that ran the sweep still holds the live model
+    live = window.table.runs_model.rows_as_text()
+    assert main_window.open_file(path)
+    reopened = main_window.table.runs_model.rows_as_text()
+    assert live == reopened
+    assert cli.main(["report", path, "--json"]) == 0
+    reported = json.loads(capsys.readouterr().out)
+    header = live[0]
+
+    def text(value: float) -> str:  # as the table's CSV text shows a number
+        return str(value) if math.isfinite(value) else ""
+
+    for row, rep in zip(live[1:], reported, strict=True):
+        cells = dict(zip(header, row, strict=True))
+        assert cells["time (s)"] == text(rep["total_time"]) != ""
+        assert cells["throughput (samples/s)"] == text(rep["samples_per_s"]) != ""
+        assert cells["step time (ms)"] == text(rep["step_time"] * 1e3)
+        assert cells["tracing (s)"] == text(rep["tracing_time"])
+        assert cells["final loss"] == text(rep["final_loss"]) != ""
+        assert float(cells["peak memory (MiB)"]) == rep["peak_memory_bytes"] / (1 << 20)
 
 
 def test_a_file_still_being_written_refreshes(main_window, tmp_path):
