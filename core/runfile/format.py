@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 from batchlab.core.events import Column
+from batchlab.core.paths import RUN_FILE_SUFFIXES
 from batchlab.core.spec import SpecError
 
 FORMAT = "batchlab-sweep"
 FORMAT_VERSION = 1
-FILE_SUFFIXES = (".h5", ".hdf5")
+FILE_SUFFIXES = RUN_FILE_SUFFIXES  # core.paths holds the run-file path rules
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 

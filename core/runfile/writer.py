@@ -38,8 +38,8 @@ from batchlab.core.events import (
     SWEEP_STARTED,
     now_iso,
 )
+from batchlab.core.paths import check_run_file
 from batchlab.core.runfile.format import (
-    FILE_SUFFIXES,
     FORMAT,
     FORMAT_VERSION,
     column_values,
@@ -108,14 +108,7 @@ class RunFileWriter:
     """
 
     def __init__(self, path: str | Path, overwrite: bool = False):
-        self.path = Path(path)
-        if self.path.suffix.lower() not in FILE_SUFFIXES:
-            raise SpecError("out", f"{self.path} does not end in .h5 or .hdf5; name the run file e.g. sweep.h5")
-        if self.path.exists() and not overwrite:
-            raise SpecError("out", f"{self.path} already exists; choose another file or pass --overwrite")
-        parent = self.path.parent
-        if not parent.is_dir():
-            raise SpecError("out", f"cannot create {self.path}: folder {parent} does not exist")
+        self.path = check_run_file(path, overwrite=overwrite)  # core.paths: the CLI's and the window's rules
         # os.open first: it reports the OS reason plainly, and O_EXCL closes the race with another writer.
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
