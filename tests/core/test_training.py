@@ -20,7 +20,7 @@ from batchlab.core.training.failures import Diverged, classify_failure, first_li
 from batchlab.core.training.hooks import HookList, NanCheck, StepLog, TracingCounter, tracing_cost
 
 AUTOENCODER = {"preset": "mnist-autoencoder", "val_samples": 0, "device": "cpu"}
-KILL_AFTER_SECONDS = 3.0
+KILL_AFTER_SECONDS = 2.0  # after the first step records arrive
 
 
 def _events_of(events, kind):
@@ -28,7 +28,7 @@ def _events_of(events, kind):
 
 
 def test_steps_reach_the_file_up_to_a_kill_in_the_middle_of_an_epoch(tmp_path):
-    # One long epoch (5000 steps of 2 samples); the child is killed a few seconds into it.
+    # One long epoch (5000 steps of 2 samples, ~10 s); the child is killed a few seconds into it.
     spec = build_spec({**AUTOENCODER, "samples": 10000, "epochs": 1, "batch_sizes": "2"})
     out = tmp_path / "killed.h5"
     seen = {}
@@ -39,10 +39,11 @@ def test_steps_reach_the_file_up_to_a_kill_in_the_middle_of_an_epoch(tmp_path):
 
     def sink(event):
         if event["type"] == "run_started":
-            threading.Timer(KILL_AFTER_SECONDS, kill, args=(event["pid"],)).start()
+            seen["pid"] = event["pid"]
         if event["type"] == STEPS and "first" not in seen:
             # The run's start on this process's clock: arrival minus the run time the rows had reached.
             seen["first"] = time.monotonic() - event["wall_time"][-1]
+            threading.Timer(KILL_AFTER_SECONDS, kill, args=(seen["pid"],)).start()
         if event["type"] == STEPS and "kill_at" not in seen:
             seen["chunks_before_kill"] = seen.get("chunks_before_kill", 0) + 1
 
