@@ -45,21 +45,29 @@ def missing_value(dtype: str) -> float | int:
 
 
 def column_values(column: Column, values: Any, n: int) -> np.ndarray:
-    """`values` as n items of the column's dtype; None, missing or short lists become the missing value.
+    """`values` as n items of the column's dtype; None, NaN in an integer column, missing or short
+    lists become the missing value (NaN, or -1 for integers).
 
     The writer and the live model both use it, so a run reads the same live and from its file.
     """
     fill = missing_value(column.dtype)
+    out = np.full(n, fill, dtype=column.dtype)
     if values is None:
-        return np.full(n, fill, dtype=column.dtype)
-    if isinstance(values, np.ndarray) and values.dtype != object and values.ndim == 1:  # a column read back
-        out = np.full(n, fill, dtype=column.dtype)
-        out[: min(n, len(values))] = values[:n]
         return out
     is_int = np.dtype(column.dtype).kind in "iu"
-    items = [_clean(v, fill, is_int) for v in np.atleast_1d(np.asarray(values, dtype=object)).tolist()][:n]
-    items += [fill] * (n - len(items))
-    return np.asarray(items, dtype=column.dtype)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iub" and values.ndim == 1:  # e.g. read back
+        out[: min(n, len(values))] = values[:n]
+        return out
+    try:  # numpy turns None into NaN in a float array; integers pass through float64 (exact below 2**53)
+        as_float = np.atleast_1d(np.asarray(values, dtype=np.float64 if is_int else column.dtype))[:n]
+    except (TypeError, ValueError):
+        items = [_clean(v, fill, is_int) for v in np.atleast_1d(np.asarray(values, dtype=object)).tolist()][:n]
+        out[: len(items)] = items
+        return out
+    if is_int:
+        as_float = np.where(np.isfinite(as_float), as_float, fill)
+    out[: len(as_float)] = as_float
+    return out
 
 
 def _clean(value: Any, fill: float | int, is_int: bool) -> Any:
