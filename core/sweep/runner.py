@@ -127,6 +127,9 @@ class SweepRunner:
         """
         if self.environment is None:
             self.check_data()
+            if self._stop.is_set():  # stopped before the probe started: no point starting TensorFlow
+                self.environment = _parent_environment()
+                return self.environment
             self.environment = _probe(
                 self._ctx,
                 self.spec,

@@ -1,0 +1,49 @@
+"""The sweep runner's preflight, without TensorFlow: data checked in this process, a stop before any run."""
+
+import multiprocessing
+
+import numpy as np
+import pytest
+from batchlab.core.datasets import DataError
+from batchlab.core.runfile.reader import read_run_file
+from batchlab.core.spec import build_spec
+from batchlab.core.sweep.runner import STOPPED_BEFORE_FIRST_RUN, SweepRunner, run_sweep
+
+TINY = {"preset": "mnist-mlp", "samples": 64, "val_samples": 16, "epochs": 1, "batch_sizes": "32,64", "device": "cpu"}
+
+
+def test_a_sweep_stopped_before_it_starts_starts_no_child_and_leaves_every_run_pending(tmp_path):
+    spec = build_spec(TINY)
+    runner = SweepRunner(spec)
+    runner.stop()
+    events = []
+    assert run_sweep(spec, tmp_path / "x.h5", sink=events.append, runner=runner) == "interrupted"
+    assert not multiprocessing.active_children()
+    record = read_run_file(tmp_path / "x.h5")
+    assert record.status == "interrupted" and record.message == STOPPED_BEFORE_FIRST_RUN
+    assert [r.status for r in record.runs] == ["pending", "pending"]
+    assert [e["type"] for e in events] == ["sweep_started", "sweep_ended"]
+
+
+def test_bad_data_is_found_in_this_process_and_no_file_is_left(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, x_train=np.zeros((64, 4, 4)), y_train=-np.ones(64, dtype="int64"))
+    spec = build_spec({**TINY, "data": str(bad)})
+    with pytest.raises(DataError) as e:
+        run_sweep(spec, tmp_path / "x.h5", on_preflight=lambda: pytest.fail("TensorFlow was started"))
+    assert "negative label" in e.value.message
+    assert not multiprocessing.active_children()
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_missing_validation_split_becomes_a_warning_when_the_sweep_starts(tmp_path):
+    data = tmp_path / "train_only.npz"
+    np.savez(data, x_train=np.zeros((64, 28, 28), np.uint8), y_train=np.arange(64) % 10)
+    runner = SweepRunner(build_spec({**TINY, "data": str(data)}))
+    runner.check_data()
+    assert len(runner.warnings) == 1 and "val_samples=16 is ignored" in runner.warnings[0]
+    runner.stop()
+    events = []
+    runner.run(events.append)
+    warnings = [e for e in events if e["type"] == "log" and e["level"] == "warning"]
+    assert [w["message"] for w in warnings] == runner.warnings
