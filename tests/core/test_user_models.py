@@ -80,3 +80,18 @@ def test_jit_compile_is_kept_and_the_loop_says_it_runs_one_step_per_execution(tm
     assert "one-hot encoded to 10 classes for the model's my_loss loss" in log  # the class, not the name, decides
     assert "jit_compile=True kept from the model file" in log
     assert "steps_per_execution=4 from the model file is overridden" in log and "--loop fit" in log
+
+
+def test_the_fit_engine_keeps_steps_per_execution_and_shares_each_calls_mean_loss(tmp_path):
+    model_file = _model(
+        tmp_path, "spe", "keras.losses.categorical_crossentropy", ", jit_compile=True, steps_per_execution=2"
+    )
+    record = _sweep(tmp_path, model_file, loop="fit")
+    (run,) = record.runs
+    assert run.status == "ok", run.message
+    assert run.attrs["engine"] == "fit"
+    loss = run.steps["loss"]
+    assert len(loss) == 4 and loss[0] == loss[1] and loss[2] == loss[3] and loss[1] != loss[2]
+    log = "\n".join(record.log)
+    assert "steps_per_execution=2 kept from the model file" in log
+    assert "jit_compile=True kept from the model file" in log
