@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import math
 from typing import Any
 
 from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import SweepRecord, status_if_writer_gone
+from rich.console import Console
+from rich.table import Table
 
 MIB = 1 << 20
 MESSAGE_WIDTH = 60  # characters of a run's message shown in the table
+TABLE_MAX_WIDTH = 400  # characters; wide enough that rich never wraps or squeezes a column
 TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
     ("batch_size", "batch", "{:d}"),
     ("seed", "seed", "{:d}"),
@@ -66,18 +70,19 @@ def _status_cell(status: str, message: str) -> str:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """Plain-text table of summary_rows(), one line per run, for terminals and logs."""
-    header = [h for _, h, _ in TABLE_COLUMNS] + ["status"]
-    body = [
-        [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
-        + [_status_cell(str(row.get("status", "")), row.get("message", ""))]
-        for row in rows
-    ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    last = len(header) - 1
+    """Plain-text table of summary_rows(), one line per run, for terminals and logs (drawn by rich).
 
-    def line(cells: list[str]) -> str:
-        parts = [c.rjust(w) if i < last else c for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join(line(cells) for cells in [header, *body])
+    Numbers are right-aligned under their headers, columns two spaces apart, no borders or colours,
+    so the output reads the same in a terminal, a pipe and a log file.
+    """
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="", expand=False)
+    for _, header, _ in TABLE_COLUMNS:
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("status", justify="left", no_wrap=True)
+    for row in rows:
+        cells = [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
+        table.add_row(*cells, _status_cell(str(row.get("status", "")), row.get("message", "")))
+    console = Console(file=io.StringIO(), width=TABLE_MAX_WIDTH, color_system=None, highlight=False)
+    with console.capture() as captured:
+        console.print(table)
+    return "\n".join(line.rstrip() for line in captured.get().splitlines())

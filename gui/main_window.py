@@ -13,6 +13,7 @@ import math
 import time
 from pathlib import Path
 
+from batchlab.core import events as ev
 from batchlab.core.model import FAILED_STATUSES, SweepData
 from batchlab.core.spec import SpecError
 from batchlab.core.sweep.progress import SweepProgress, format_duration
@@ -68,6 +69,12 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._sweep_t0 = 0.0
         self._problems = 0  # warnings and errors in the log panel
         self._worker_done = True
+        self._event_handlers = {  # events the window reacts to beyond the model, by type
+            ev.SWEEP_STARTED: self._on_sweep_started,
+            ev.LOG: self._on_log_event,
+            ev.RUN_ENDED: self._on_run_ended,
+            ev.SWEEP_ENDED: self._on_sweep_ended,
+        }
         self.setWindowTitle("BatchLab")
         self._build_widgets()
         self.actions = build_actions(self)
@@ -204,25 +211,31 @@ class MainWindow(FileActionsMixin, QMainWindow):
                 self.data.handle(event)
             if self.progress is not None:
                 self.progress.handle(event)
-            kind = event.get("type")
-            if kind == "sweep_started":
-                self._on_environment(event.get("environment") or {})
-                self._recolour()
-            elif kind == "log":
-                self.log(event.get("level", "info"), event.get("message", ""), event.get("run"))
-            elif kind == "run_ended":
-                status = event.get("status")
-                level = "warning" if status in FAILED_STATUSES else "info"
-                message = f"run ended: {status}" + (f" ({event['message']})" if event.get("message") else "")
-                self.log(level, message, event.get("run"))
-            elif kind == "sweep_ended":
-                self.log("info", f"sweep {event.get('status')}: {event.get('message', '')}")
-                if event.get("status") == "failed":
-                    self.show_error("The sweep failed", str(event.get("message", "")))
+            handler = self._event_handlers.get(event.get("type"))
+            if handler is not None:
+                handler(event)
+
+    def _on_sweep_started(self, event: dict) -> None:
+        self._on_environment(event.get("environment") or {})
+        self._recolour()
+
+    def _on_log_event(self, event: dict) -> None:
+        self.log(event.get("level", "info"), event.get("message", ""), event.get("run"))
+
+    def _on_run_ended(self, event: dict) -> None:
+        status = event.get("status")
+        level = "warning" if status in FAILED_STATUSES else "info"
+        message = f"run ended: {status}" + (f" ({event['message']})" if event.get("message") else "")
+        self.log(level, message, event.get("run"))
+
+    def _on_sweep_ended(self, event: dict) -> None:
+        self.log("info", f"sweep {event.get('status')}: {event.get('message', '')}")
+        if event.get("status") == "failed":
+            self.show_error("The sweep failed", str(event.get("message", "")))
 
     def _on_sweep_failed(self, field: str, message: str) -> None:
         self.log("error", f"{field}: {message}")
-        if field in self.setup._error_labels:
+        if self.setup.has_field(field):
             self.setup.show_errors({**self.setup.errors, field: message})
             self.status_label.setText(f"Not started: {field}: {message}")
         else:

@@ -214,6 +214,10 @@ class SetupPanel(QScrollArea):
 
     # ------------------------------------------------------------ values
 
+    def has_field(self, name: str) -> bool:
+        """True if `name` is a spec field this panel shows (so its error can be shown beside it)."""
+        return name in self._error_labels
+
     def values(self) -> dict[str, Any]:
         """The spec fields as typed (strings), ready for core.spec.build_spec / spec_errors."""
         return {

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from batchlab.core.events import LOG, RUN_ENDED, RUN_STARTED, STEPS
+from batchlab.core.model import SweepData
 from batchlab.core.spec import SweepSpec
 from rich.console import Console
 from rich.live import Live
@@ -105,6 +106,8 @@ class ProgressPrinter:
 
     def __init__(self, spec: SweepSpec, stream: TextIO, enabled: bool = True):
         self.progress = SweepProgress(spec)
+        # The run's figures in the notes come from the one sweep model, so they match `batchlab report`.
+        self.model = SweepData()
         self.stream = stream
         self.enabled = enabled
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
@@ -141,15 +144,21 @@ class ProgressPrinter:
     def handle(self, event: dict[str, Any]) -> None:
         with self._lock:
             self.progress.handle(event)
+            self.model.handle(event)
             total_runs = self.progress.total_runs
         kind = event["type"]
         if kind == RUN_ENDED:
             status = event["status"]
-            loss = event.get("final_loss", math.nan)
+            run = self.model.runs.get(int(event["run"]))
+            loss = run.figures.final_loss if run is not None else math.nan
             detail = f"final loss {loss:.4g}" if status == "ok" else event.get("message", "")
             self.note(f"run {event['run'] + 1}/{total_runs}: {status} {detail}".rstrip())
         elif kind == LOG and event.get("level") in NOTED_LOG_LEVELS:
-            self.note(f"{event['level']}: {event['message']}")
+            # One line: a failed run's full traceback is in the run file's log, not on the terminal.
+            lines = str(event.get("message", "")).strip().splitlines() or [""]
+            shown = lines[-1] if lines[0].startswith("Traceback") else lines[0]  # a traceback ends in its error
+            more = " (traceback in the run file's log)" if len(lines) > 1 else ""
+            self.note(f"{event['level']}: {shown}{more}")
 
     def close(self) -> None:
         if self._live is not None:
