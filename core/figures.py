@@ -25,7 +25,7 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -194,7 +194,21 @@ def tracing_cost(steps: Table, attrs: Mapping[str, Any] | None = None) -> float:
     hit, plain = timed & (traced == 1), timed & (traced == 0)
     if not hit.any() or not plain.any():
         return fallback
-    return float(step_time[hit].sum() - hit.sum() * np.median(step_time[plain]))
+    return tracing_excess(step_time[hit], step_time[plain])
+
+
+def tracing_excess(traced_times: Sequence[float], untraced_times: Sequence[float]) -> float:
+    """Seconds the traced steps took beyond as many typical (median untraced) steps; 0 with none traced.
+
+    The one formula for the tracing cost: the trainer's run_ended figure and tracing_cost() both use it.
+    """
+    traced = np.asarray(traced_times, dtype=np.float64)
+    untraced = np.asarray(untraced_times, dtype=np.float64)
+    traced, untraced = traced[np.isfinite(traced)], untraced[np.isfinite(untraced)]
+    if not len(traced):
+        return 0.0
+    typical = float(np.median(untraced)) if len(untraced) else 0.0
+    return float(traced.sum() - len(traced) * typical)
 
 
 def peak_memory_source(epochs: Table) -> str | None:

@@ -26,7 +26,6 @@ Hooks never import TensorFlow, so they can be checked on synthetic rows.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -41,6 +40,7 @@ from batchlab.core.events import (
     make_event,
     now_iso,
 )
+from batchlab.core.figures import tracing_excess as tracing_cost
 from batchlab.core.training.failures import Diverged
 
 Emit = Callable[[dict[str, Any]], None]
@@ -185,16 +185,6 @@ class EpochSummary(Hook):
         logs.setdefault("train_loss", self.loss_sum / seen if seen else math.nan)
         logs.setdefault("train_accuracy", self.acc_sum / seen if self.has_acc and seen else math.nan)
         logs.setdefault("samples_per_s", seen / epoch_time if epoch_time > 0 else math.nan)
-
-
-def tracing_cost(traced_times: list[float], untraced_times: list[float]) -> float:
-    """One-time tracing cost (s): traced steps' time minus what as many steps take untraced (median)."""
-    traced = [t for t in traced_times if math.isfinite(t)]
-    untraced = [t for t in untraced_times if math.isfinite(t)]
-    if not traced:
-        return 0.0
-    typical = statistics.median(untraced) if untraced else 0.0
-    return sum(traced) - len(traced) * typical
 
 
 class TracingCounter(Hook):
