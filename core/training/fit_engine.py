@@ -96,18 +96,18 @@ class FitClock(keras.callbacks.Callback):
         self.traces = [TraceWatch(f) for f in traced_functions(self.model.train_function)]
 
     def on_epoch_begin(self, epoch, logs=None):
-        now = time.perf_counter()
-        if epoch == 0:
-            self.engine.t_run0 = now
         self.epoch = epoch
-        self.t_epoch0 = self.t_last = now
         self.seen = 0
         self.means: dict[str, float] = {}
         self.traced_steps = 0
         self.tracing_time = 0.0
         self.val_t0 = math.nan
         self.val_time = 0.0
-        self.hooks.on_epoch_begin(epoch)
+        self.hooks.on_epoch_begin(epoch)  # before the clock: the hooks' work (memory reset) is not fit's
+        now = time.perf_counter()
+        if epoch == 0:
+            self.engine.t_run0 = now
+        self.t_epoch0 = self.t_last = now
 
     def on_train_batch_begin(self, batch, logs=None):
         t0 = time.perf_counter()
