@@ -190,30 +190,12 @@ def test_info_and_presets():
 
 def test_ctrl_c_ends_the_run_cleanly_and_keeps_what_was_measured(tmp_path):
     import signal
-    import time
 
     from batchlab.core.runfile.reader import read_run_file
 
     out = tmp_path / "interrupted.h5"
-    args = ["sweep", *TINY, "--samples", "4096", "--epochs", "50", "--batch-sizes", "8,16", "--out", out]
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "main.py"), *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        start_new_session=True,  # its own process group, like a terminal's foreground job
-    )
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        if out.exists():
-            try:
-                runs = read_run_file(out).runs
-            except Exception:
-                continue
-            if runs and len(runs[0].epochs.get("epoch", ())) >= 1:
-                break
+    proc = _start_sweep(*TINY, "--samples", "4096", "--epochs", "50", "--batch-sizes", "8,16", "--out", out)
+    _wait_for_first_epoch(out, proc)
     os.killpg(proc.pid, signal.SIGINT)  # the terminal sends Ctrl-C to the parent and the child
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
