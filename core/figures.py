@@ -8,8 +8,9 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
   loss is not finite), the sample-weighted mean of the finite step losses after it.
 - total time (s): run_ended's ``total_time`` when it came, else the last recorded ``wall_time``.
 - steady throughput (samples/s): samples over wall time of the untraced steps, each step's
-  wall time being the gap to the step before it (for the first step of a later epoch: to the
-  end of the previous epoch, validation included, so validation is left out). Files without a
+  wall time being the gap to the step before it (for the first step of a later epoch: its own
+  fetch_time + step_time, timed from the start of the epoch's clock; where those are not measured,
+  the gap to the end of the previous epoch, validation included, so validation is left out). Files without a
   ``traced`` column: the steps of the epochs after the first, or all steps when the run has no
   later epoch.
 - steady step time (s): median ``step_time`` of the same steps (compute time only).
@@ -129,10 +130,13 @@ def step_durations(steps: Table, epochs: Table | None = None) -> np.ndarray:
     """Wall time (s) of each step, from the run-relative wall_time at the end of each step; NaN where unknown.
 
     A step takes the gap to the step before it. The first step of the run takes its own
-    wall_time (the clock starts as it begins). The first step of a later epoch takes the gap to
-    the end of the previous epoch's row (its wall_time includes the validation pass), so the
-    epoch's start-up cost (a fresh input iterator) counts and the validation does not; NaN when
-    that epoch row is missing.
+    wall_time (the clock starts as it begins). The first step of a later epoch takes its own
+    fetch_time + step_time, which the trainer times from the start of the epoch's clock, so the
+    epoch's start-up cost (a fresh input iterator) counts and neither the validation pass nor
+    anything between the epochs does (seen: a 1 s gap after the first epoch while the window drew
+    its first plots, which made batch 512 look 9x slower); where those are not measured (the fit
+    engine, sampled sync) it takes the gap to the end of the previous epoch's row (whose wall_time
+    includes the validation pass), NaN when that row is missing.
     """
     wall = _column(steps, "wall_time").astype(np.float64)
     n = len(wall)
@@ -146,8 +150,9 @@ def step_durations(steps: Table, epochs: Table | None = None) -> np.ndarray:
     if step[0] == 0:
         out[0] = wall[0]
     ends = dict(zip(_column(epochs or {}, "epoch").tolist(), _column(epochs or {}, "wall_time").tolist(), strict=False))
+    own = _column(steps, "fetch_time", n).astype(np.float64) + _column(steps, "step_time", n).astype(np.float64)
     for i in np.flatnonzero(contiguous & (np.diff(epoch) != 0)) + 1:
-        out[i] = wall[i] - ends.get(int(epoch[i - 1]), math.nan)
+        out[i] = own[i] if math.isfinite(own[i]) else wall[i] - ends.get(int(epoch[i - 1]), math.nan)
     out[out < 0] = np.nan  # clocks that disagree: no duration rather than a wrong one
     return out
 

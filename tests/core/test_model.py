@@ -91,6 +91,19 @@ def test_an_epoch_s_start_up_counts_towards_throughput_but_validation_does_not()
     assert run_figures(steps, {}).samples_per_s == pytest.approx(10 / 0.02)  # no epoch row: that step is unknown
 
 
+def test_a_pause_between_epochs_is_not_training_time_when_the_epoch_clock_timed_the_first_step():
+    """Seen in the window: the child paused 1 s after its first epoch (outside every clock); counting
+    that pause made batch 512's steady throughput 9x too low. The first step of a later epoch takes
+    its own fetch + compute time, which the trainer measures from the start of the epoch's clock."""
+    steps = _steps(4, 2)
+    steps["fetch_time"] = np.full(8, 0.005)
+    steps["fetch_time"][4] = 0.045  # a fresh input iterator: 40 ms more, on the epoch's clock
+    steps["wall_time"][4:] += 1.04  # ...and a 1 s pause before the epoch's clock started
+    epochs = {"epoch": np.array([0], dtype=np.int32), "wall_time": np.array([0.08 + 0.98])}
+    # no traced column: epoch 1 is the steady one; its first step 0.045 + 0.01 s, then 3 steps of 0.02 s
+    assert run_figures(steps, epochs).samples_per_s == pytest.approx(40 / (0.055 + 3 * 0.02))
+
+
 def test_without_a_traced_column_steady_figures_use_the_epochs_after_the_first():
     steps = _steps(4, 2)
     steps["wall_time"][:4] += 5.0  # epoch 0 slowed by tracing; later epochs untouched relative to each other
