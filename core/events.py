@@ -93,7 +93,7 @@ STEP_COLUMNS = (
         "input_wait",
         "float64",
         "s",
-        "fetch_time beyond the run's calibrated fetch overhead: time the pipeline starved",
+        "part of fetch_time spent waiting for the pipeline to make the batch (0 when it was already buffered)",
     ),
     Column("traced", "int8", "", "1 if the step function was traced/compiled during this step, else 0"),
     Column("wall_time", "float64", "s", "time since the run's first step began, at the end of this step"),

@@ -67,7 +67,8 @@ def _test_input_delay() -> float:
 
 
 def make_input_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> tf.data.Dataset:
-    """Batches of (x, y) as fit builds them from arrays: optional per-epoch shuffle, gather, prefetch."""
+    """Batches of (x, y, made) as fit builds them from arrays (optional per-epoch shuffle, gather, prefetch);
+    `made` is the wall-clock time (s since the epoch) the pipeline finished the batch."""
     x_t = tf.convert_to_tensor(x)
     y_t = tf.convert_to_tensor(y)
     indices = tf.data.Dataset.range(x.shape[0])
@@ -84,15 +85,27 @@ def make_input_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: 
                 return tf.identity(xb), tf.identity(yb)
 
         batches = batches.map(slow)  # sequential on purpose: one batch per `delay`
+    # The last stage stamps each batch with the wall-clock time it was made (tf.timestamp: seconds since
+    # the Unix epoch, as time.time()). A batch made before the loop asked for it was waiting in the
+    # prefetch buffer: only a batch made after the ask made the step wait (input_wait).
+    batches = batches.map(lambda xb, yb: (xb, yb, tf.timestamp()))
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _starvation(fetch: float, asked: float, made) -> float:
+    """Seconds of a fetch spent waiting for the pipeline to make the batch (s): from the ask (wall clock)
+    to the batch's `made` stamp, at most the whole fetch; 0 for a batch already in the prefetch buffer.
+    The rest of the fetch is next()'s own cost. Read after the step's clock stopped (a host copy)."""
+    return min(fetch, max(0.0, float(made) - asked))
 
 
 def calibrate_fetch_overhead(x: np.ndarray, y: np.ndarray, batch_size: int) -> float:
     """Fixed cost (s) of next() on a prefetch buffer that already holds the batch: the median over
     CALIBRATION_FETCHES calls on a pipeline of one repeated batch of the run's element spec.
 
-    Fetch time beyond this is time the pipeline starved the step (input_wait). The real pipeline is
-    not used, so its shuffle order and its first epoch stay exactly those of the run.
+    Recorded for reference (run_started's fetch_overhead_s); input_wait is measured per step from the
+    batches' stamps instead (_starvation), since next()'s cost while training differs from this by up to
+    3x on a busy 2-core machine. The real pipeline is not used, so its shuffle order stays the run's.
     """
     b = min(batch_size, x.shape[0])
     x_t = tf.convert_to_tensor(x[:b])
@@ -218,7 +231,7 @@ class InstrumentedLoop:
         hooks.on_epoch_begin(epoch)
         step0 = epoch * self.setup.steps_per_epoch
         pending: list[tuple[dict, Any]] = []  # steps launched whose loss is not read yet (sampled sync)
-        t_epoch0 = time.perf_counter()
+        t_epoch0, t_epoch0_wall = time.perf_counter(), time.time()
         # Starting the pipeline (threads, first prefetch) costs ~5 ms an epoch; fit pays it inside its
         # epoch too, so it is on the epoch clock and counted in the first step's fetch time.
         iterator = iter(self.pipeline)
@@ -227,8 +240,9 @@ class InstrumentedLoop:
                 self._read_pending(pending)
                 raise StopRequested()
             t0 = time.perf_counter() if i else t_epoch0
+            asked = time.time() if i else t_epoch0_wall
             try:
-                xb, yb = next(iterator)
+                xb, yb, made = next(iterator)
             except StopIteration:
                 break
             t1 = time.perf_counter()
@@ -245,7 +259,6 @@ class InstrumentedLoop:
                 "epoch": epoch,
                 "batch_size": int(xb.shape[0]),
                 "fetch_time": fetch,
-                "input_wait": max(0.0, fetch - self.fetch_overhead),
                 "traced": int(traced),
             }
             if timed or traced:
@@ -254,10 +267,12 @@ class InstrumentedLoop:
                 loss = float(logs["loss"])
                 t2 = time.perf_counter()
                 row.update(loss=loss, step_time=t2 - t1, wall_time=t2 - self.t_run0)
+                row["input_wait"] = _starvation(fetch, asked, made)
                 self._read_pending(pending)
                 self._report(row, logs)
             else:
                 row.update(step_time=math.nan, wall_time=time.perf_counter() - self.t_run0)
+                row["input_wait"] = _starvation(fetch, asked, made)
                 pending.append((row, logs))
         self._read_pending(pending)  # the epoch's clock stops when the device is done
         epoch_logs = {"epoch": epoch, "epoch_time": time.perf_counter() - t_epoch0}

@@ -78,12 +78,16 @@ def test_bundled_data_shows_no_input_wait_and_tracing_is_marked(tmp_path):
     assert epochs["tracing_time"][0] == pytest.approx(steps["step_time"][traced].sum())
     assert 0 < ended["tracing_time_s"] < epochs["tracing_time"][0]
 
-    # Input wait is fetch time beyond the fixed cost of taking a ready batch: near zero when
-    # the pipeline keeps up, though every fetch costs something.
+    # Input wait is the part of a fetch spent waiting for the pipeline to make the batch: none when
+    # it was already buffered, though every fetch costs next()'s own time. (Before, every fetch counted
+    # as input wait: 17% of a batch-8 epoch; a calibrated fixed cost subtracted instead still left
+    # 30-60% of it, as next() costs 2-3x more while training than when calibrated.)
     assert np.all(steps["fetch_time"] > 0)
-    assert np.allclose(steps["input_wait"], np.maximum(0, steps["fetch_time"] - overhead))
-    assert np.median(steps["input_wait"]) < 0.5 * overhead
-    assert np.median(steps["input_wait"]) < 0.5 * np.median(steps["fetch_time"])
+    assert np.all(steps["input_wait"] >= 0) and np.all(steps["input_wait"] <= steps["fetch_time"])
+    assert np.median(steps["input_wait"]) < 0.1 * np.median(steps["fetch_time"])
+    # Only an epoch's first fetch (a fresh iterator starting its threads) may wait noticeably.
+    later = np.diff(steps["epoch"], prepend=-1) == 0
+    assert steps["input_wait"][later].sum() < 0.02 * epochs["epoch_time"].sum()
     for e in (0, 1):
         in_epoch = steps["epoch"] == e
         assert epochs["fetch_time"][e] == pytest.approx(steps["fetch_time"][in_epoch].sum())
