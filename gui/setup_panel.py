@@ -183,6 +183,15 @@ class SetupPanel(QScrollArea):
         self.shuffle = QCheckBox("shuffle batches each epoch")
         self._row(form, "shuffle", "", self.shuffle)
 
+    def _choice_row(self, form, field: str, label: str, choices, tooltip: str) -> QComboBox:
+        """A combo box of (value, text) choices as the form row of a spec field."""
+        combo = QComboBox()
+        for value, text in choices:
+            combo.addItem(text, value)
+        combo.setToolTip(tooltip)
+        self._row(form, field, label, combo)
+        return combo
+
     def _build_output(self, layout: QVBoxLayout) -> None:
         form = self._group(layout, "Run")
         self.device = QComboBox()
@@ -190,22 +199,22 @@ class SetupPanel(QScrollArea):
         self.device.addItem("cpu", "cpu")
         self.device.setToolTip("Devices are listed once the training process has reported them")
         self._row(form, "device", "Device", self.device)
-        self.loop = QComboBox()
-        for value, text in ENGINES:
-            self.loop.addItem(text, value)
-        self.loop.setToolTip(
+        self.loop = self._choice_row(
+            form,
+            "loop",
+            "Training loop",
+            ENGINES,
             "BatchLab's loop times every step (compute, input fetch, tracing); model.fit times epochs as "
-            "your own fit sees them (step and fetch times are not available)"
+            "your own fit sees them (step and fetch times are not available)",
         )
-        self._row(form, "loop", "Training loop", self.loop)
-        self.sync = QComboBox()
-        for value, text in SYNC_CHOICES:
-            self.sync.addItem(text, value)
-        self.sync.setToolTip(
+        self.sync = self._choice_row(
+            form,
+            "sync",
+            "Device sync",
+            SYNC_CHOICES,
             "How often BatchLab's loop waits for the device to time a step: every step, or only sampled "
-            "steps so that a GPU keeps overlapping steps as fit does (the other steps' times are not measured)"
+            "steps so that a GPU keeps overlapping steps as fit does (the other steps' times are not measured)",
         )
-        self._row(form, "sync", "Device sync", self.sync)
         self.out = QLineEdit()
         browse = QPushButton("…")
         browse.setToolTip("Choose where to save the run file")
