@@ -22,7 +22,8 @@ Event types, in the order a sweep emits them:
   steps/epochs) and ``tracing_time_s`` (one-time cost of tracing: traced steps' time minus what
   as many untraced steps take at their median)
 - ``log``: ``level`` ("info", "warning", "error"), ``message``, optional ``run``
-- ``sweep_ended``: ``status`` (one of ``SWEEP_STATUSES``), ``message``, ``ended``
+- ``sweep_ended``: ``status`` (one of ``SWEEP_STATUSES``), ``message``, ``ended``; runs still
+  "pending" then become ``SKIPPED`` (in the run file and in the sweep model alike)
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ STEP_FLUSH_SECONDS = 0.25
 
 # A run ends in exactly one of these.
 RUN_STATUSES = ("ok", "oom", "diverged", "crashed", "interrupted", "error")
-# "pending" and "running" only appear in a run file before a run ends.
-RUN_FILE_STATUSES = ("pending", "running", *RUN_STATUSES)
+# "pending" and "running" only appear in a run file before a run ends. When the sweep ends (sweep_ended)
+# with runs still "pending" (Stop, Ctrl-C, a failure), the writer and the sweep model mark them "skipped".
+SKIPPED = "skipped"
+SKIPPED_MESSAGE = "not run: the sweep was stopped before it"
+RUN_FILE_STATUSES = ("pending", "running", *RUN_STATUSES, SKIPPED)
 SWEEP_STATUSES = ("complete", "interrupted", "failed")
 
 ENVIRONMENT_KEYS = (

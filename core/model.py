@@ -242,6 +242,10 @@ class SweepData:
         self.status = str(e.get("status", "complete"))
         self.message = str(e.get("message") or "")
         self.current_run = None
+        for run in self.runs.values():
+            if run.status == "pending":  # never started; the writer marks the file the same way
+                run.status, run.message = ev.SKIPPED, ev.SKIPPED_MESSAGE
+                run.touch()
         self.summary_version = next_version()
 
     # ------------------------------------------------------------ from a file

@@ -32,6 +32,8 @@ from batchlab.core.events import (
     LOG,
     RUN_ENDED,
     RUN_STARTED,
+    SKIPPED,
+    SKIPPED_MESSAGE,
     STEP_COLUMNS,
     STEPS,
     SWEEP_ENDED,
@@ -368,11 +370,15 @@ class RunFileWriter:
 
     def _sweep_ended(self, event: dict[str, Any]) -> None:
         f = self._open_file()
+        ended = str(event.get("ended") or now_iso())
+        for group in f.get("runs", {}).values():
+            if group.attrs.get("status") == "pending":  # never started: Stop, Ctrl-C or a failure came first
+                group.attrs.update({"status": SKIPPED, "message": SKIPPED_MESSAGE})
         f.attrs.update(
             {
                 "status": str(event.get("status") or "failed"),
                 "message": str(event.get("message") or ""),
-                "ended": str(event.get("ended") or now_iso()),
+                "ended": ended,
             }
         )
         self.flush()

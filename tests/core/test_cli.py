@@ -203,7 +203,7 @@ def test_ctrl_c_ends_the_run_cleanly_and_keeps_what_was_measured(tmp_path):
     record = read_run_file(out)
     assert record.status == "interrupted"
     first, second = record.runs
-    assert first.status == "interrupted" and second.status == "pending"
+    assert first.status == "interrupted" and second.status == "skipped"
     assert first.epochs["epoch"].size >= 1 and first.steps["loss"].size > first.epochs["epoch"].size
     assert "interrupted" in stdout  # the final table still prints
 
@@ -265,7 +265,7 @@ def test_ctrl_c_twice_kills_the_run_without_a_deadlock(tmp_path):
     assert "Ctrl-C again to kill it" in stderr and "killing the current run" in stderr
     record = read_run_file(out)
     assert record.status == "interrupted"
-    assert [r.status for r in record.runs] == ["interrupted", "pending"]
+    assert [r.status for r in record.runs] == ["interrupted", "skipped"]
     assert record.runs[0].steps["loss"].size > 0
 
 
@@ -297,4 +297,4 @@ def test_ctrl_c_while_tensorflow_starts_ends_the_sweep_at_once(tmp_path):
     assert not probe.is_running() or probe.status() == psutil.STATUS_ZOMBIE
     record = read_run_file(out)
     assert record.status == "interrupted" and "before the first run" in record.message
-    assert [r.status for r in record.runs] == ["pending", "pending"]
+    assert [r.status for r in record.runs] == ["skipped", "skipped"]

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 from batchlab.core import cli
-from batchlab.core.events import EPOCH_ENDED, RUN_ENDED, RUN_STARTED, STEPS, make_event
+from batchlab.core.events import EPOCH_ENDED, RUN_ENDED, RUN_STARTED, SKIPPED_MESSAGE, STEPS, make_event
 from batchlab.core.model import FIGURE_NAMES, SweepData, run_figures
 from batchlab.core.runfile import RunFileWriter, read_run_file
 from batchlab.core.spec import build_spec
@@ -149,6 +149,7 @@ def _assert_identical(live: SweepData, path, capsys) -> None:
     reopened = SweepData.from_file(path)
     assert cli.main(["report", str(path), "--json"]) == 0
     reported = {row["index"]: row for row in json.loads(capsys.readouterr().out)}
+    assert {i: r["status"] for i, r in reported.items()} == {r.index: r.status for r in live.ordered_runs()}
     expected = _figures_of(live)
     assert set(expected) == set(_figures_of(reopened)) == set(reported)
     for index, figures in expected.items():
@@ -207,8 +208,9 @@ def test_an_interrupted_real_sweep_gives_the_same_figures_live_reopened_and_repo
 
     out = tmp_path / "stopped.h5"
     assert run_sweep(spec, out, sink=sink, runner=runner) == "interrupted"
-    run, pending = live.ordered_runs()
-    assert (run.status, pending.status) == ("interrupted", "pending")
+    run, skipped = live.ordered_runs()
+    # the run never started is "skipped", live, in the file and in `report --json` (checked below)
+    assert (run.status, skipped.status, skipped.message) == ("interrupted", "skipped", SKIPPED_MESSAGE)
     figures = run.figures
     assert len(run.epochs) == 1 and run.steps["epoch"].max() >= 1  # stopped mid-epoch
     assert figures.final_loss == pytest.approx(float(run.epochs["train_loss"][0]))

@@ -19,7 +19,10 @@ from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
     RUN_ENDED,
+    RUN_FILE_STATUSES,
     RUN_STARTED,
+    SKIPPED,
+    SKIPPED_MESSAGE,
     STEP_COLUMNS,
     STEPS,
     SWEEP_ENDED,
@@ -27,6 +30,7 @@ from batchlab.core.events import (
     log_event,
     make_event,
 )
+from batchlab.core.model import SweepData
 from batchlab.core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
 from batchlab.core.runfile.format import column_values
 from batchlab.core.runfile.reader import read_run_file, status_if_writer_gone
@@ -247,11 +251,11 @@ def test_missing_optional_values_are_written_as_nan_or_minus_one(tmp_path):
     assert run1.attrs["device"] == ""
 
 
-def test_unknown_events_are_ignored_and_planned_runs_stay_pending(tmp_path):
+def test_unknown_events_are_ignored_and_planned_runs_end_skipped(tmp_path):
     events = [sweep_started(), {"type": "gpu_temperature", "celsius": 71}, {"no_type": True}]
     events.append(make_event(SWEEP_ENDED, status="interrupted", message="stopped by the user", ended="t"))
     record = read_run_file(write(tmp_path / "sweep.h5", events))
-    assert [r.status for r in record.runs] == ["pending"] * 3
+    assert [r.status for r in record.runs] == [SKIPPED] * 3  # the sweep ended before any run started
     assert all(r.steps == {} and r.epochs == {} for r in record.runs)
     assert record.status == "interrupted"
 
@@ -318,6 +322,26 @@ def test_close_marks_running_runs_interrupted(tmp_path):
     assert record.runs[0].message == "sweep ended before this run finished"
     assert len(record.runs[0].steps["step"]) == 10  # close() flushes the steps too
     assert record.status == "interrupted"
+
+
+def test_runs_the_sweep_never_reached_are_skipped_in_the_file_the_model_and_the_table(tmp_path):
+    """Stop after the first run: the two runs never started read "skipped", not "pending", everywhere."""
+    path = tmp_path / "stopped.h5"
+    events = [sweep_started(), run_started(0, 16, 64), steps(0, 0, 0, 64, 16), epoch_ended(0, 0)]
+    events.append(make_event(RUN_ENDED, run=0, status="ok", message="", final_loss=0.8, total_time=1.0))
+    events.append(make_event(SWEEP_ENDED, status="interrupted", message="stopped by the user"))
+    live = SweepData()
+    with RunFileWriter(path) as writer:
+        for event in events:
+            writer.handle(event)
+            live.handle(event)
+    record = read_run_file(path)
+    assert [(r.status, r.message) for r in record.runs[1:]] == [(SKIPPED, SKIPPED_MESSAGE)] * 2
+    assert [r.status for r in live.ordered_runs()] == [r.status for r in record.runs] == ["ok", SKIPPED, SKIPPED]
+    rows = summary_rows(record)  # what `batchlab report` prints
+    assert [(r["status"], r["message"]) for r in rows] == [(r["status"], r["message"]) for r in summary_rows(live)]
+    assert format_table(rows).count("skipped") == 2 and SKIPPED_MESSAGE in format_table(rows)
+    assert SKIPPED in RUN_FILE_STATUSES
 
 
 def test_reader_sees_flushed_data_while_the_writer_is_open(tmp_path):

@@ -12,7 +12,7 @@ from batchlab.core.sweep.runner import STOPPED_BEFORE_FIRST_RUN, SweepRunner, ru
 TINY = {"preset": "mnist-mlp", "samples": 64, "val_samples": 16, "epochs": 1, "batch_sizes": "32,64", "device": "cpu"}
 
 
-def test_a_sweep_stopped_before_it_starts_starts_no_child_and_leaves_every_run_pending(tmp_path):
+def test_a_sweep_stopped_before_it_starts_starts_no_child_and_skips_every_run(tmp_path):
     spec = build_spec(TINY)
     runner = SweepRunner(spec)
     runner.stop()
@@ -21,7 +21,7 @@ def test_a_sweep_stopped_before_it_starts_starts_no_child_and_leaves_every_run_p
     assert not multiprocessing.active_children()
     record = read_run_file(tmp_path / "x.h5")
     assert record.status == "interrupted" and record.message == STOPPED_BEFORE_FIRST_RUN
-    assert [r.status for r in record.runs] == ["pending", "pending"]
+    assert [r.status for r in record.runs] == ["skipped", "skipped"]
     assert [e["type"] for e in events] == ["sweep_started", "sweep_ended"]
 
 

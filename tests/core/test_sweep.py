@@ -11,6 +11,7 @@ import threading
 import h5py
 import numpy as np
 import pytest
+from batchlab.core.events import SKIPPED_MESSAGE
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import SpecError, build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
@@ -128,12 +129,12 @@ def test_a_killed_child_is_recorded_as_crashed_then_stop_interrupts_cleanly(tmp_
     assert status == "interrupted"
     record = read_run_file(out)
     assert record.status == "interrupted"
-    crashed, interrupted, pending = record.runs
+    crashed, interrupted, skipped = record.runs
     assert crashed.status == "crashed" and "SIGKILL" in crashed.message
     assert interrupted.status == "interrupted"
     assert interrupted.attrs["nice"] == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
     assert len(interrupted.steps["loss"]) > 0  # what was measured before the stop is kept
-    assert pending.status == "pending"
+    assert skipped.status == "skipped" and skipped.message == SKIPPED_MESSAGE
 
 
 def test_bad_data_fails_before_anything_runs_and_leaves_no_file(tmp_path):

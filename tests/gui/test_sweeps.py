@@ -7,6 +7,7 @@ import os
 import numpy as np
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.gui.worker import TRAINING_NICENESS
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
 from tests.gui.conftest import TINY, wait_until
@@ -71,8 +72,11 @@ def test_stop_mid_run_marks_the_run_interrupted_and_keeps_the_file(main_window, 
     record = read_run_file(out)
     assert record.status == "interrupted"
     assert record.runs[0].status == "interrupted" and len(record.runs[0].steps["loss"]) > 0
-    assert record.runs[1].status == "pending"  # skipped, never started
+    assert record.runs[1].status == "skipped"  # never started
     assert w.data.runs[0].status == "interrupted"
+    model = w.table.runs_model
+    titles = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    assert [model.data(model.index(r, titles.index("status"))) for r in range(2)] == ["interrupted", "skipped"]
     assert "interrupted" in w.status_label.text()
 
 
