@@ -11,9 +11,11 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-from batchlab.core.events import LOG, RUN_ENDED, RUN_STARTED, STEPS
+import numpy as np
+from batchlab.core.events import LOG, RUN_ENDED, RUN_STARTED, STEPS, SWEEP_STARTED
 from batchlab.core.model import SweepData
 from batchlab.core.spec import SweepSpec
 from rich.console import Console
@@ -38,18 +40,59 @@ def format_duration(seconds: float) -> str:
     return f"{seconds}s"
 
 
-class SweepProgress:
-    """Fraction done and ETA of a sweep, counted in training samples (each run sees the same number)."""
+@dataclass
+class _RunClock:
+    """What one run has shown so far: samples trained, seconds of training, and its start-up cost (s)."""
 
-    def __init__(self, spec: SweepSpec):
-        self.total_runs = len(spec.runs())
+    batch_size: int
+    requested: float  # clock when the run was asked for (the previous run's end, or the sweep's start)
+    samples: int = 0
+    train_s: float = 0.0  # s of training since the first step ended (the run's own wall_time clock)
+    startup_s: float = math.nan  # request -> first step done: process start, TensorFlow, data, model, tracing
+    first_wall: float = 0.0  # s: the run's wall_time at the end of its first step
+    first_samples: int = 0  # samples of that first step (counted in the start-up, not in the training rate)
+
+
+def fit_step_time(measured: dict[int, float]) -> Callable[[int], float] | None:
+    """Least-squares step time t(B) = alpha + beta*B (s) over the measured {batch size: step time (s)}.
+
+    None when fewer than two batch sizes are measured or the fit is not increasing (noise), so
+    callers fall back to constant samples/s.
+    """
+    if len(measured) < 2:
+        return None
+    batches = np.array(sorted(measured), dtype=float)
+    times = np.array([measured[int(b)] for b in batches])
+    beta, alpha = np.polyfit(batches, times, 1)
+    if not (math.isfinite(alpha) and math.isfinite(beta)) or beta <= 0:
+        return None
+    return lambda b: alpha + beta * b
+
+
+class SweepProgress:
+    """Fraction done and ETA of a sweep, counted in training samples (each run sees the same number).
+
+    The ETA sums, over the runs still to come, the predicted training time at their batch size plus
+    the measured per-run start-up cost (see eta_seconds). `clock` (seconds, monotonic) is injectable
+    so recorded event streams can be replayed with their own timing.
+    """
+
+    def __init__(self, spec: SweepSpec, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.plan = {r.index: r.batch_size for r in spec.runs()}
+        self.total_runs = len(self.plan)
         self.samples_per_run = spec.samples * spec.epochs
         self.total = self.total_runs * self.samples_per_run
         self.done_runs = 0
         self.current_samples = 0
-        self.t0 = time.monotonic()
+        self.t0 = clock()
         self.current: dict[str, Any] = {}
+        self._requested = self.t0  # when the next run was asked for
+        self._runs: dict[int, _RunClock] = {}
+        self._ended: set[int] = set()
+        self._current_index: int | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            SWEEP_STARTED: self._on_sweep_started,
             RUN_STARTED: self._on_run_started,
             STEPS: self._on_steps,
             RUN_ENDED: self._on_run_ended,
@@ -60,28 +103,108 @@ class SweepProgress:
         if handler is not None:
             handler(event)
 
+    def _on_sweep_started(self, event: dict[str, Any]) -> None:
+        self._requested = self.clock()
+
     def _on_run_started(self, event: dict[str, Any]) -> None:
         self.current = {"batch": event["batch_size"], "seed": event["seed"], "epochs": event["epochs"], "epoch": 0}
         self.current_samples = 0
+        index = int(event.get("run", self.done_runs))
+        self._current_index = index
+        self._runs[index] = _RunClock(int(event["batch_size"]), self._requested)
 
     def _on_steps(self, event: dict[str, Any]) -> None:
         self.current_samples += sum(event["batch_size"])
         self.current["loss"] = event["loss"][-1]
         self.current["epoch"] = event["epoch"][-1]
+        run = self._runs.get(int(event.get("run", -1)))
+        if run is None:
+            return
+        now = self.clock()
+        run.samples += sum(event["batch_size"])
+        walls = [w for w in event.get("wall_time", []) if math.isfinite(w)]
+        if not walls:  # a producer without the wall_time column: start-up and training cannot be told apart
+            run.startup_s, run.train_s = 0.0, now - run.requested
+            return
+        if math.isnan(run.startup_s):
+            # Start-up runs to the end of the run's first step, which also traces the step function (a cost
+            # every run pays once); this event's last step ended about now, walls[-1] - walls[0] after it.
+            run.startup_s = max(0.0, now - run.requested - (walls[-1] - walls[0]))
+            run.first_wall, run.first_samples = walls[0], event["batch_size"][0]
+        run.train_s = walls[-1] - run.first_wall
 
     def _on_run_ended(self, event: dict[str, Any]) -> None:
         self.done_runs += 1
         self.current_samples = 0
         self.current = {}
+        self._ended.add(int(event.get("run", -1)))
+        self._current_index = None
+        self._requested = self.clock()
 
     @property
     def fraction(self) -> float:
         done = self.done_runs * self.samples_per_run + min(self.current_samples, self.samples_per_run)
         return min(1.0, done / self.total) if self.total else 1.0
 
+    def _startup_s(self) -> float:
+        """Mean measured start-up cost per run (s); the first run's (which also carries the sweep's
+        one-off preflight) counts only until a later run has been measured."""
+        costs = [r.startup_s for _, r in sorted(self._runs.items()) if math.isfinite(r.startup_s)]
+        if len(costs) > 1:
+            costs = costs[1:]
+        return float(np.mean(costs)) if costs else math.nan
+
+    def _seconds_per_sample(self) -> Callable[[int], float] | None:
+        """Training seconds per sample at a batch size: measured where a run of it has trained, else from
+        the step-time fit over the measured sizes (constant samples/s with one). None before any data."""
+        samples: dict[int, int] = {}
+        seconds: dict[int, float] = {}
+        for run in self._runs.values():
+            if run.samples > run.first_samples and run.train_s > 0:
+                samples[run.batch_size] = samples.get(run.batch_size, 0) + run.samples - run.first_samples
+                seconds[run.batch_size] = seconds.get(run.batch_size, 0.0) + run.train_s
+        if not samples:
+            return None
+        measured = {b: seconds[b] / samples[b] for b in samples}
+        fit = fit_step_time({b: per_sample * b for b, per_sample in measured.items()})
+
+        def per_sample(b: int) -> float:
+            if b in measured:
+                return measured[b]
+            if fit is not None and fit(b) > 0:
+                return fit(b) / b
+            nearest = min(measured, key=lambda m: abs(math.log(m / b)))
+            return measured[nearest]
+
+        return per_sample
+
+    def _next_index(self) -> int | None:
+        """The run being started now or next: the current one, else the first planned run not ended."""
+        if self._current_index is not None:
+            return self._current_index
+        return min((i for i in self.plan if i not in self._ended), default=None)
+
     def eta_seconds(self) -> float:
-        f = self.fraction
-        return (time.monotonic() - self.t0) * (1 - f) / f if f > 0 else math.nan
+        """Seconds left: for each run still to come, samples x measured (or fitted) seconds per sample at its
+        batch size plus the mean start-up cost; the running run counts its samples still to train. NaN
+        until the first run has trained a step."""
+        per_sample = self._seconds_per_sample()
+        startup = self._startup_s()
+        if per_sample is None or not math.isfinite(startup):
+            return math.nan
+        now = self.clock()
+        remaining = 0.0
+        for index, batch in self.plan.items():
+            if index in self._ended:
+                continue
+            run = self._runs.get(index)
+            to_train = self.samples_per_run - batch  # the first step is part of the start-up cost
+            if run is None or run.samples == 0:  # to come, or its process is starting
+                waited = now - self._requested if index == self._next_index() else 0.0
+                remaining += max(0.0, startup - waited) + to_train * per_sample(batch)
+            else:
+                remaining += max(0, self.samples_per_run - run.samples) * per_sample(batch)
+        return remaining
 
     def line(self) -> str:
         """Percent done, the current run, batch, epoch and loss, elapsed time and ETA (the text beside the bar)."""
@@ -92,7 +215,7 @@ class SweepProgress:
             parts.append(f"epoch {self.current['epoch'] + 1}/{self.current['epochs']}")
             if "loss" in self.current:
                 parts.append(f"loss {self.current['loss']:.4g}")
-        parts.append(f"elapsed {format_duration(time.monotonic() - self.t0)}")
+        parts.append(f"elapsed {format_duration(self.clock() - self.t0)}")
         parts.append(f"ETA {format_duration(self.eta_seconds())}")
         return "  ".join(parts)
 

@@ -1,7 +1,9 @@
 """The CLI's progress bar: fraction, ETA and the line a user sees."""
 
 import io
+import math
 
+import pytest
 from batchlab.core.events import make_event
 from batchlab.core.spec import build_spec
 from batchlab.core.sweep.progress import ProgressPrinter, SweepProgress, format_duration
@@ -74,3 +76,104 @@ def test_a_run_s_final_loss_is_the_model_s_and_a_traceback_is_one_line():
         "error: ValueError: bad shape (traceback in the run file's log)",
         "run 1/1: ok final loss 1.5",
     ]
+
+
+# ---------------------------------------------------------------------- the ETA on recorded event streams
+
+ALPHA, BETA = 0.005, 0.00005  # s per step, s per sample: step time t(B) = ALPHA + BETA * B
+TRACING = 0.3  # s: the first step of every run also traces the step function
+STARTUP = 3.0  # s per run: process start, TensorFlow, data and model, before its first step
+PREFLIGHT = 2.0  # s: the sweep's one-off checks before its first run
+FLUSH = 0.25  # s between steps events, as the trainer sends them
+ETA_SPEC = {"preset": "mnist-mlp", "samples": 4096, "epochs": 2, "batch_sizes": "8,16,32,64,128,256,512"}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def recorded_sweep(spec, clock: FakeClock):
+    """(clock time, event) of a sweep whose truth is known: each run waits STARTUP, then trains its
+    steps at ALPHA + BETA * B (the first one TRACING longer), sending a steps event every FLUSH s.
+    The first run also waits PREFLIGHT."""
+    t = clock.now
+    yield t, make_event("sweep_started", runs=[])
+    t += PREFLIGHT
+    for run in spec.runs():
+        b = run.batch_size
+        t += STARTUP
+        yield t, make_event("run_started", run=run.index, batch_size=b, seed=run.seed, epochs=spec.epochs)
+        n = spec.samples // b * spec.epochs
+        times = [ALPHA + BETA * b + (TRACING if i == 0 else 0.0) for i in range(n)]
+        wall, rows = 0.0, []
+        for i, dt in enumerate(times):
+            wall += dt
+            rows.append((i, wall))
+            if wall - (rows[0][1] - times[rows[0][0]]) >= FLUSH or i == n - 1:
+                event = make_event(
+                    "steps",
+                    run=run.index,
+                    step=[r[0] for r in rows],
+                    batch_size=[b] * len(rows),
+                    loss=[1.0] * len(rows),
+                    epoch=[r[0] * spec.epochs // n for r in rows],
+                    wall_time=[r[1] for r in rows],
+                )
+                yield t + wall, event
+                rows = []
+        t += wall
+        yield t, make_event("run_ended", run=run.index, status="ok")
+    yield t, make_event("sweep_ended", status="complete")
+
+
+def linear_eta(elapsed: float, fraction: float) -> float:
+    """The old rule: elapsed time extrapolated over the fraction of samples done."""
+    return elapsed * (1 - fraction) / fraction
+
+
+def test_eta_is_within_a_quarter_of_the_truth_once_a_fifth_is_done():
+    """Small, slow batches first, a start-up cost per run: after 20% of the samples the ETA is within 25%
+    of the time really left (checked at every steps event until the last 5% of the time), where the old
+    linear rule is more than 25% off."""
+    spec = build_spec(ETA_SPEC)
+    clock = FakeClock()
+    stream = list(recorded_sweep(spec, clock))
+    start, end = stream[0][0], stream[-1][0]
+    progress = SweepProgress(spec, clock=clock)
+    checked, linear_off = 0, []
+    for t, event in stream:
+        clock.now = t
+        progress.handle(event)
+        truth = end - t
+        if event["type"] != "steps" or progress.fraction < 0.2 or truth < 0.05 * (end - start):
+            continue
+        checked += 1
+        eta = progress.eta_seconds()
+        assert abs(eta - truth) <= 0.25 * truth, (progress.fraction, eta, truth)
+        linear_off.append(abs(linear_eta(t - start, progress.fraction) - truth) / truth)
+    assert checked > 20
+    assert min(linear_off) > 0.25  # the old rule fails every check (at 20% it says about twice the truth)
+
+
+def test_eta_is_unknown_until_a_run_has_trained_and_counts_the_run_being_started():
+    spec = build_spec({**ETA_SPEC, "batch_sizes": "8,16"})
+    clock = FakeClock()
+    p = SweepProgress(spec, clock=clock)
+    events = list(recorded_sweep(spec, clock))
+    first_steps = next(i for i, (_, e) in enumerate(events) if e["type"] == "steps")
+    for t, event in events[:first_steps]:
+        clock.now = t
+        p.handle(event)
+    assert math.isnan(p.eta_seconds()) and format_duration(p.eta_seconds()) == "--"
+    second_run = next(i for i, (_, e) in enumerate(events) if e["type"] == "run_started" and e["run"] == 1)
+    for t, event in events[first_steps:second_run]:  # through run 0's end: run 1 is being started
+        clock.now = t
+        p.handle(event)
+    clock.now += 1.0  # one second into run 1's start-up
+    startup = PREFLIGHT + STARTUP + TRACING + ALPHA + BETA * 8  # measured on run 0, to its first step's end
+    per_sample = (ALPHA + BETA * 8) / 8  # one batch size measured: the same samples/s at B=16
+    assert p.eta_seconds() == pytest.approx(startup - 1.0 + (4096 * 2 - 16) * per_sample)
