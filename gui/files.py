@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401 - registers pg.exporters
 from batchlab.core.model import SweepData
-from PySide6.QtCore import QFileSystemWatcher, QObject, QSettings, QTimer, Signal
-from PySide6.QtGui import QPainter
+from PySide6.QtCore import QBuffer, QFileSystemWatcher, QIODevice, QObject, QRectF, QSettings, QTimer, Signal
+from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 
 RECENT_KEY = "files/recent"
 RECENT_LIMIT = 10
 FOLLOW_POLL_MS = 1000  # fallback to the file watcher: HDF5 appends do not always notify
+PNG_SCALE = 2.0  # PNG export: twice the widget's size (192 dpi)
 PLOT_EXPORT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
 
 
@@ -106,24 +110,121 @@ class RunFileFollower(QObject):
         self.loaded.emit(data)
 
 
-def export_plot(widget: pg.PlotWidget, path: str) -> None:
-    """Save one plot as PNG (pyqtgraph's exporter, at least 800 px wide) or SVG (by the file's suffix).
+def _export_mode(widget: pg.PlotWidget, on: bool) -> None:
+    """Tell every item that it is being exported: scatter symbols are then drawn as vector paths,
+    not stamped from pyqtgraph's pixmap atlas (which QSvgGenerator writes as the whole atlas image)."""
+    for item in widget.scene().items():
+        if hasattr(item, "setExportMode"):
+            item.setExportMode(on, {"antialias": True} if on else None)
 
-    SVG goes through QSvgGenerator: pyqtgraph 0.14's SVGExporter cannot parse the path data
-    Qt 6.11 writes and raises ValueError.
+
+def _render(widget: pg.PlotWidget, device) -> None:
+    """Paint the plot as shown onto `device` (in the widget's own pixels)."""
+    painter = QPainter(device)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+    _export_mode(widget, True)
+    try:
+        source = QRectF(widget.viewport().rect())
+        target = QRectF(0, 0, source.width(), source.height())
+        widget.render(painter, target, source.toRect())
+    finally:
+        painter.end()
+        _export_mode(widget, False)
+
+
+_MATRIX = re.compile(r"matrix\(([^)]*)\)")
+_NUMBER = r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_PAIR = re.compile(rf"({_NUMBER}),({_NUMBER})")
+
+
+def _moved(text: str, matrix: tuple[float, ...]) -> str:
+    """Every "x,y" pair in SVG path data or polyline points, mapped through an SVG matrix(a..f)."""
+    a, b, c, d, e, f = matrix
+
+    def one(m: re.Match) -> str:
+        x, y = float(m.group(1)), float(m.group(2))
+        return f"{a * x + c * y + e:.6g},{b * x + d * y + f:.6g}"
+
+    return _PAIR.sub(one, text)
+
+
+def _flatten_scaled_strokes(svg: bytes) -> bytes:
+    """Move view-box transforms into the coordinates of the strokes drawn under them.
+
+    Qt draws data curves in data units under a group transform (e.g. matrix(82,0,0,-5.3,...)) with
+    vector-effect="non-scaling-stroke"; renderers without that SVG Tiny 1.2 feature (librsvg,
+    ImageMagick) then scale the 1 px pen by the view transform. With the transform applied to the
+    points (Qt writes only absolute M/L/C/Z path commands and polyline points) every renderer agrees.
     """
+    ns = "http://www.w3.org/2000/svg"
+    ET.register_namespace("", ns)
+    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
+    root = ET.fromstring(svg)
+    for group in root.iter(f"{{{ns}}}g"):
+        match = _MATRIX.fullmatch(group.get("transform", ""))
+        if match is None:
+            continue
+        a, b, c, d, e, f = (float(v) for v in match.group(1).split(","))
+        if (a, b, c, d, e, f) == (1, 0, 0, 1, 0, 0) or len(group) == 0:
+            continue
+        points = {f"{{{ns}}}path": "d", f"{{{ns}}}polyline": "points", f"{{{ns}}}polygon": "points"}
+        shapes = [el for el in group if el.tag in points and el.get("vector-effect") == "non-scaling-stroke"]
+        if len(shapes) != len(group):
+            continue
+        for shape in shapes:
+            attr = points[shape.tag]
+            shape.set(attr, _moved(shape.get(attr, ""), (a, b, c, d, e, f)))
+        group.set("transform", "matrix(1,0,0,1,0,0)")
+    return ET.tostring(root, encoding="UTF-8", xml_declaration=True)
+
+
+def export_plot(widget: pg.PlotWidget, path: str, scale: float = PNG_SCALE) -> str:
+    """Save one plot as it looks in the window, as SVG or PNG (by the file's suffix); returns the path.
+
+    PNG: the widget rendered at `scale` times its size (text, pens and symbols all scaled alike),
+    tagged with 96 * scale dots per inch. SVG: the widget through QSvgGenerator, in the widget's own
+    pixels. pyqtgraph 0.14's SVGExporter cannot parse the path data Qt 6.11 writes (ValueError).
+    Raises OSError (with its strerror) if the file cannot be written.
+    """
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     if path.lower().endswith(".svg"):
         generator = QSvgGenerator()
-        generator.setFileName(path)
+        generator.setOutputDevice(buffer)
         generator.setSize(widget.size())
         generator.setViewBox(widget.rect())
+        # The axes replay QPictures recorded at the screen's resolution: the same resolution here,
+        # or Qt rescales them (by 72/96) and the tick labels drift off the data.
+        generator.setResolution(widget.logicalDpiX())
         generator.setTitle(widget.getPlotItem().titleLabel.text or "BatchLab plot")
-        painter = QPainter(generator)
+        _render(widget, generator)
+        return _write(path, _flatten_scaled_strokes(bytes(buffer.data())))
+    image = QImage(round(widget.width() * scale), round(widget.height() * scale), QImage.Format.Format_ARGB32)
+    # A device pixel ratio, not a painter scale: pyqtgraph draws symbols and the legend after
+    # resetTransform(), which would drop a scale but keeps the ratio, so everything grows alike.
+    image.setDevicePixelRatio(scale)
+    image.fill(widget.backgroundBrush().color())
+    _render(widget, image)
+    # Tagged after painting: a higher resolution while painting would enlarge the text once more.
+    dots_per_metre = round(widget.logicalDpiX() * scale / 0.0254)
+    image.setDotsPerMeterX(dots_per_metre)
+    image.setDotsPerMeterY(dots_per_metre)
+    image.save(buffer, "PNG")
+    return _write(path, bytes(buffer.data()))
+
+
+def _write(path: str, data: bytes) -> str:
+    """Write an export in one go; OSError (unwritable folder, disk full) leaves no half-written file."""
+    with open(path, "wb") as f:
         try:
-            widget.render(painter)
-        finally:
-            painter.end()
-        return
-    exporter = pg.exporters.ImageExporter(widget.getPlotItem())
-    exporter.parameters()["width"] = max(800, int(widget.width() * 2))
-    exporter.export(path)
+            f.write(data)
+            f.flush()
+        except OSError:
+            with contextlib.suppress(OSError):
+                f.close()
+            if os.path.isfile(path):  # never a device such as /dev/full
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            raise
+    return path

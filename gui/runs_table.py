@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import json
 import math
+import os
 from collections.abc import Callable
 from typing import NamedTuple
 
+from batchlab.core.figures import FIGURE_NAMES
 from batchlab.core.model import FAILED_STATUSES, RunData, SweepData
 from batchlab.gui.plot_style import BatchColours
 from batchlab.gui.summary_view import metric_value
@@ -51,6 +55,18 @@ STATUS_COLOURS = {
     "interrupted": "#E8E8E8",
     "running": "#D8ECF8",
 }
+
+
+SPEC_CONTEXT = ("preset", "optimizer", "lr", "epochs")  # settings every CSV row carries
+
+
+def _text(value: object) -> str:
+    """A CSV cell: NaN and None as empty, lists and dicts as compact JSON, the rest as str()."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
 
 
 class RunsModel(QAbstractTableModel):
@@ -150,6 +166,31 @@ class RunsModel(QAbstractTableModel):
             out.append(["" if isinstance(v, float) and not math.isfinite(v) else str(v) for v in values])
         return out
 
+    def export_rows(self) -> list[list[str]]:
+        """The table's columns plus each run's context, header first (the CSV export).
+
+        Context: the sweep's file, its key settings and every setting in which the shown sweeps
+        differ, the epochs and steps done, learning rate, engine, and every figure of the run.
+        """
+        specs = {source: data.spec for source, data in self.sources.items()}
+        differing = sorted(
+            {key for spec in specs.values() for key in spec if len({_text(s.get(key)) for s in specs.values()}) > 1}
+        )
+        settings = [*SPEC_CONTEXT, *(key for key in differing if key not in SPEC_CONTEXT)]
+        header = [*self.rows_as_text()[0], "sweep file", *settings, "epochs done", "steps done", "learning rate"]
+        header += ["engine", *FIGURE_NAMES]
+        out = [header]
+        for (source, run), table_row in zip(self._rows, self.rows_as_text()[1:], strict=True):
+            data = self.sources[source]
+            spec = {**data.spec, "epochs": (data.spec.get("budget") or {}).get("amount", "")}
+            figures = run.figures.as_dict()
+            context = [os.path.basename(data.path or "") or data.label or source]
+            context += [_text(spec.get(key)) for key in settings]
+            context += [str(len(run.epochs)), str(len(run.steps)), _text(run.attrs.get("lr", spec.get("lr")))]
+            context += [_text(run.attrs.get("engine", spec.get("loop")))]
+            out.append([*table_row, *context, *(_text(figures[name]) for name in FIGURE_NAMES)])
+        return out
+
     def failed_rows(self) -> list[RunKey]:
         return [(s, r.index) for s, r in self._rows if r.status in FAILED_STATUSES]
 
@@ -213,7 +254,21 @@ class RunsTable(QTableView):
             if self.runs_model.key(row) in keys:
                 self.selectionModel().select(self.proxy.mapFromSource(self.runs_model.index(row, 0)), mode)
 
-    def export_csv(self, path: str) -> None:
-        """Write the table as shown (all rows, in run order) to a CSV file."""
+    def export_csv(self, path: str) -> str:
+        """Write every row (in run order) with its context columns to a CSV file; returns the path.
+
+        Raises OSError if the file cannot be written (a half-written file is removed).
+        """
+        rows = self.runs_model.export_rows()
         with open(path, "w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows(self.runs_model.rows_as_text())
+            try:
+                csv.writer(f).writerows(rows)
+                f.flush()
+            except OSError:  # disk full: leave no half-written table behind
+                with contextlib.suppress(OSError):
+                    f.close()
+                if os.path.isfile(path):  # never a device such as /dev/full
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+                raise
+        return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchlab.core.spec import SpecError
+from batchlab.gui.files import PLOT_EXPORT_FILTER
 from batchlab.gui.files import export_plot as save_plot
 from PySide6.QtWidgets import QFileDialog
 
@@ -60,21 +61,38 @@ class FileActionsMixin:
             self.setup.set_values(dict(self.data.spec))
             self.setup.new_output_name()
 
-    def export_table(self, path: str | None = None) -> None:
+    def export_table(self, path: str | None = None) -> str | None:
+        """Write the runs table with its context columns to CSV; returns the path written, or None."""
         path = path or QFileDialog.getSaveFileName(self, "Export runs table", self._file_dir(), "CSV (*.csv)")[0]
-        if path:
-            self.table.export_csv(path if path.lower().endswith(".csv") else path + ".csv")
+        if not path:
+            return None
+        path = path if path.lower().endswith(".csv") else path + ".csv"
+        return self._export("runs table", path, self.table.export_csv)
 
-    def export_plot(self, plot_id: str, path: str | None = None) -> None:
+    def export_plot(self, plot_id: str, path: str | None = None) -> str | None:
+        """Save one plot as PNG (twice its size on screen) or SVG; returns the path written, or None."""
         widget = {**self.live.plots, **{f"summary_{k}": v for k, v in self.summary.plots.items()}}[plot_id]
         if path is None:
             path, chosen = QFileDialog.getSaveFileName(
-                self, "Export plot", str(Path(self._file_dir()) / f"{plot_id}.png"), "PNG (*.png);;SVG (*.svg)"
+                self, "Export plot", str(Path(self._file_dir()) / f"{plot_id}.png"), PLOT_EXPORT_FILTER
             )
             if path and not Path(path).suffix:
                 path += ".svg" if "svg" in chosen.lower() else ".png"
-        if path:
-            save_plot(widget, path)
+        if not path:
+            return None
+        return self._export("plot", path, lambda p: save_plot(widget, p))
+
+    def _export(self, what: str, path: str, write) -> str | None:
+        """Run one export: the status bar names the file written; a write error is one line in a dialog."""
+        try:
+            write(path)
+        except OSError as e:
+            reason = e.strerror or str(e)
+            self.status_label.setText(f"Could not export the {what}: {reason}")
+            self.show_error(f"Cannot export the {what}", f"{path}: {reason}")
+            return None
+        self.status_label.setText(f"Exported the {what} to {path}")
+        return path
 
     def _file_dir(self) -> str:
         return str(self.settings.value("files/open_dir", self.setup.output_dir))
