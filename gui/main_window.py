@@ -67,6 +67,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.progress: SweepProgress | None = None
         self.error_dialog: QMessageBox | None = None
         self._sweep_t0 = 0.0
+        self._following = False  # the main view shows a file being written (its end changes the status)
         self._problems = 0  # warnings and errors in the log panel
         self._worker_done = True
         self._event_handlers = {  # events the window reacts to beyond the model, by type
@@ -298,6 +299,11 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.progress_bar.setValue(int(self.data.progress() * 1000))
             self.status_label.setText(f"Following {self.data.label} (being written)")
 
+    def _show_followed_end(self, data: SweepData) -> None:
+        """A followed file says its sweep ended: the status bar shows how, not "being written"."""
+        self.progress_bar.setVisible(False)
+        self.status_label.setText(f"{data.label}: sweep {data.status}" + (f" ({data.message})" if data.message else ""))
+
     def _show_sweep(self, data: SweepData | None, source: str) -> None:
         if source == "main":
             self.data = data
@@ -310,9 +316,14 @@ class MainWindow(FileActionsMixin, QMainWindow):
         names = [d.label for d in (self.data, self.compare) if d is not None and d.label]
         self.setWindowTitle("BatchLab" + (f" — {' vs '.join(names)}" if names else ""))
         if source == "main" and self.follower.following:
+            self._following = True
             self.refresher.start()
         elif source == "main" and not self.running:
             self.refresher.drain()  # a followed file was finished: catch up, then stop ticking
+            if self._following and data is not None:
+                self._show_followed_end(data)
+        if source == "main" and not self.follower.following:
+            self._following = False
         self._update_actions()
 
     def _recolour(self, refresh: bool = True) -> None:
