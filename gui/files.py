@@ -11,7 +11,7 @@ from pathlib import Path
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401 - registers pg.exporters
 from batchlab.core.model import SweepData
-from PySide6.QtCore import QBuffer, QFileSystemWatcher, QIODevice, QObject, QRectF, QSettings, QTimer, Signal
+from PySide6.QtCore import QBuffer, QFileSystemWatcher, QIODevice, QObject, QRectF, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 
@@ -110,27 +110,50 @@ class RunFileFollower(QObject):
         self.loaded.emit(data)
 
 
-def _export_mode(widget: pg.PlotWidget, on: bool) -> None:
-    """Tell every item that it is being exported: scatter symbols are then drawn as vector paths,
-    not stamped from pyqtgraph's pixmap atlas (which QSvgGenerator writes as the whole atlas image)."""
-    for item in widget.scene().items():
-        if hasattr(item, "setExportMode"):
-            item.setExportMode(on, {"antialias": True} if on else None)
+@contextlib.contextmanager
+def _exporting(widget: pg.PlotWidget, pen_scale: float = 1.0):
+    """While painting an export: every item in pyqtgraph's export mode, curve pens `pen_scale` wider.
+
+    Export mode draws scatter symbols as vector paths, not stamped from pyqtgraph's pixmap atlas
+    (which QSvgGenerator writes as the whole atlas image, squeezed, at every point). Curve pens are
+    cosmetic: a device pixel ratio does not widen them, so a 2x PNG would get hairlines beside
+    twice-as-large text; their pens are swapped in opts (what paint reads), not set through
+    setPen, which would invalidate the bounds and could move the view while it is being drawn.
+    """
+    items = [item for item in widget.scene().items() if hasattr(item, "setExportMode")]
+    pens: list[tuple[pg.GraphicsObject, str, object]] = []
+    for item in items:
+        item.setExportMode(True, {"antialias": True})
+        # PlotDataItem's pen is what the legend's sample line is drawn with
+        if pen_scale != 1 and isinstance(item, (pg.PlotCurveItem, pg.PlotDataItem)):
+            for kind in ("pen", "shadowPen"):
+                spec = item.opts.get(kind)
+                pen = None if spec is None else pg.mkPen(spec)
+                if pen is not None and pen.isCosmetic() and pen.style() != Qt.PenStyle.NoPen:
+                    pen.setWidthF(max(pen.widthF(), 1.0) * pen_scale)
+                    pens.append((item, kind, spec))
+                    item.opts[kind] = pen
+    try:
+        yield
+    finally:
+        for item, kind, spec in pens:
+            item.opts[kind] = spec
+        for item in items:
+            item.setExportMode(False)
 
 
-def _render(widget: pg.PlotWidget, device) -> None:
+def _render(widget: pg.PlotWidget, device, pen_scale: float = 1.0) -> None:
     """Paint the plot as shown onto `device` (in the widget's own pixels)."""
     painter = QPainter(device)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
-    _export_mode(widget, True)
     try:
-        source = QRectF(widget.viewport().rect())
-        target = QRectF(0, 0, source.width(), source.height())
-        widget.render(painter, target, source.toRect())
+        with _exporting(widget, pen_scale):
+            source = QRectF(widget.viewport().rect())
+            target = QRectF(0, 0, source.width(), source.height())
+            widget.render(painter, target, source.toRect())
     finally:
         painter.end()
-        _export_mode(widget, False)
 
 
 _MATRIX = re.compile(r"matrix\(([^)]*)\)")
@@ -205,7 +228,7 @@ def export_plot(widget: pg.PlotWidget, path: str, scale: float = PNG_SCALE) -> s
     # resetTransform(), which would drop a scale but keeps the ratio, so everything grows alike.
     image.setDevicePixelRatio(scale)
     image.fill(widget.backgroundBrush().color())
-    _render(widget, image)
+    _render(widget, image, pen_scale=scale)
     # Tagged after painting: a higher resolution while painting would enlarge the text once more.
     dots_per_metre = round(widget.logicalDpiX() * scale / 0.0254)
     image.setDotsPerMeterX(dots_per_metre)
