@@ -53,6 +53,7 @@ STATUS_COLOURS = {
     "crashed": "#F8C8D8",
     "error": "#F8C8D8",
     "interrupted": "#E8E8E8",
+    "skipped": "#F0F0F0",  # never ran: lighter than interrupted
     "running": "#D8ECF8",
 }
 
