@@ -222,7 +222,7 @@ def export_plot(widget: pg.PlotWidget, path: str, scale: float = PNG_SCALE) -> s
         generator.setResolution(widget.logicalDpiX())
         generator.setTitle(widget.getPlotItem().titleLabel.text or "BatchLab plot")
         _render(widget, generator)
-        return _write(path, _flatten_scaled_strokes(bytes(buffer.data())))
+        return write_export(path, _flatten_scaled_strokes(bytes(buffer.data())))
     image = QImage(round(widget.width() * scale), round(widget.height() * scale), QImage.Format.Format_ARGB32)
     # A device pixel ratio, not a painter scale: pyqtgraph draws symbols and the legend after
     # resetTransform(), which would drop a scale but keeps the ratio, so everything grows alike.
@@ -234,11 +234,12 @@ def export_plot(widget: pg.PlotWidget, path: str, scale: float = PNG_SCALE) -> s
     image.setDotsPerMeterX(dots_per_metre)
     image.setDotsPerMeterY(dots_per_metre)
     image.save(buffer, "PNG")
-    return _write(path, bytes(buffer.data()))
+    return write_export(path, bytes(buffer.data()))
 
 
-def _write(path: str, data: bytes) -> str:
-    """Write an export in one go; OSError (unwritable folder, disk full) leaves no half-written file."""
+def write_export(path: str, data: bytes) -> str:
+    """Write an export (plot or table) in one go; OSError (unwritable folder, disk full) leaves no
+    half-written file."""
     with open(path, "wb") as f:
         try:
             f.write(data)

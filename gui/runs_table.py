@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from batchlab.core.figures import FIGURE_NAMES
 from batchlab.core.model import FAILED_STATUSES, RunData, SweepData
+from batchlab.gui.files import write_export
 from batchlab.gui.plot_style import BatchColours
 from batchlab.gui.summary_view import metric_value
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
@@ -260,16 +261,6 @@ class RunsTable(QTableView):
 
         Raises OSError if the file cannot be written (a half-written file is removed).
         """
-        rows = self.runs_model.export_rows()
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            try:
-                csv.writer(f).writerows(rows)
-                f.flush()
-            except OSError:  # disk full: leave no half-written table behind
-                with contextlib.suppress(OSError):
-                    f.close()
-                if os.path.isfile(path):  # never a device such as /dev/full
-                    with contextlib.suppress(OSError):
-                        os.remove(path)
-                raise
-        return path
+        text = io.StringIO(newline="")
+        csv.writer(text).writerows(self.runs_model.export_rows())
+        return write_export(path, text.getvalue().encode("utf-8"))
