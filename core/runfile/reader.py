@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,10 @@ class RunRecord:
     steps: dict[str, np.ndarray]
     epochs: dict[str, np.ndarray]
 
-    @property
+    @cached_property
     def figures(self) -> RunFigures:
-        """Every per-run figure, by the one set of rules in batchlab.core.figures (the live model uses the same)."""
+        """Every per-run figure, by the one set of rules in batchlab.core.figures (the live model uses the same);
+        computed once, since a record read from a file does not change."""
         return run_figures(self.steps, self.epochs, self.attrs)
 
     # Shorthands for the figures most scripts want.
