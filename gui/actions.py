@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from batchlab.gui.live_plots import PLOTS
 from batchlab.gui.summary_view import METRICS
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QStyle
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ class WindowActions(dict):
         super().__init__()
         self.window = window
         self.recent_menu: QMenu | None = None
+        self.theme_actions: dict[str, QAction] = {}  # View > Theme: "system", "light", "dark"
 
     def add(self, name: str, text: str, slot, shortcuts=(), icon=None, tip: str = "") -> QAction:
         action = QAction(text, self.window)
@@ -57,7 +58,7 @@ class WindowActions(dict):
 
 
 def build_actions(w: MainWindow) -> WindowActions:
-    """Create every action, the File / Sweep menus and the toolbar."""
+    """Create every action, the File / Sweep / View / Help menus and the toolbar."""
     a = WindowActions(w)
     sp = QStyle.StandardPixmap
     a.add("run", "&Run sweep", w.start_sweep, ("Ctrl+R",), sp.SP_MediaPlay, "Run the sweep")
@@ -68,6 +69,9 @@ def build_actions(w: MainWindow) -> WindowActions:
     a.add("use_settings", "Use this file's settings", w.use_file_settings, (), None, "Fill the setup from the file")
     a.add("export_table", "Export runs table (CSV)…", w.export_table, (), sp.SP_DialogSaveButton, "Export CSV")
     a.add("quit", "&Quit", w.close, ("Ctrl+Q",))
+    a.add("about", "&About BatchLab", w.show_about)
+    a.add("runfile_format", "The &run file format", w.show_runfile_format)
+    a.add("shortcuts", "&Keyboard shortcuts", w.show_shortcuts, ("F1",))
 
     file_menu = w.menuBar().addMenu("&File")
     for name in ("open",):
@@ -88,6 +92,20 @@ def build_actions(w: MainWindow) -> WindowActions:
     sweep_menu = w.menuBar().addMenu("&Sweep")
     sweep_menu.addAction(a["run"])
     sweep_menu.addAction(a["stop"])
+    view_menu = w.menuBar().addMenu("&View")
+    theme_menu = view_menu.addMenu("&Theme")
+    group = QActionGroup(w)
+    for name, text in (("system", "Follow the &system"), ("light", "&Light"), ("dark", "&Dark")):
+        action = theme_menu.addAction(text, lambda n=name: w.apply_theme(n))
+        action.setCheckable(True)
+        action.setObjectName(f"theme_{name}")
+        group.addAction(action)
+        a.theme_actions[name] = action
+    help_menu = w.menuBar().addMenu("&Help")
+    for name in ("shortcuts", "runfile_format"):
+        help_menu.addAction(a[name])
+    help_menu.addSeparator()
+    help_menu.addAction(a["about"])
 
     toolbar = w.addToolBar("Main")
     toolbar.setObjectName("main_toolbar")

@@ -16,12 +16,15 @@ from pathlib import Path
 from batchlab.core import events as ev
 from batchlab.core.model import FAILED_STATUSES, SweepData
 from batchlab.core.spec import SpecError
+from batchlab.core.spec_diff import differences_text, spec_differences
 from batchlab.core.sweep.progress import SweepProgress, format_duration
+from batchlab.gui import help as help_dialogs
 from batchlab.gui import refresh as refresh_policy
+from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
 from batchlab.gui.files import RecentFiles, RunFileFollower
 from batchlab.gui.live_plots import LivePlots
-from batchlab.gui.plot_style import BatchColours, configure_pyqtgraph
+from batchlab.gui.plot_style import BatchColours, apply_plot_colours, configure_pyqtgraph, set_plot_colours
 from batchlab.gui.refresh import Refresher, RefreshPolicy
 from batchlab.gui.runs_table import RunsTable
 from batchlab.gui.setup_panel import SetupPanel
@@ -29,8 +32,9 @@ from batchlab.gui.summary_view import SummaryView
 from batchlab.gui.window_files import FileActionsMixin
 from batchlab.gui.worker import DeviceProbe, SweepWorker
 from PySide6.QtCore import QByteArray, QSettings, Qt
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -39,11 +43,13 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QTabWidget,
+    QVBoxLayout,
     QWidget,
 )
 
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
+SETUP_MAX_PX = 440  # the setup panel's first width at most (it scrolls when the splitter makes it narrower)
 
 
 class MainWindow(FileActionsMixin, QMainWindow):
@@ -55,8 +61,12 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     def __init__(self, settings: QSettings, parent: QWidget | None = None, policy: RefreshPolicy | None = None):
         super().__init__(parent)
-        configure_pyqtgraph()
         self.settings = settings
+        self.theme_choice = str(settings.value(themes.THEME_KEY, "system"))
+        self.theme = themes.apply_theme(QApplication.instance(), self.theme_choice)
+        t = self.theme
+        set_plot_colours(t.plot_background, t.plot_foreground, t.plot_neutral)
+        configure_pyqtgraph()
         self.policy = policy if policy is not None else refresh_policy.DEFAULT_POLICY
         self.refresher = Refresher(self.policy, parent=self)
         self.recent = RecentFiles(settings)
@@ -70,6 +80,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._following = False  # the main view shows a file being written (its end changes the status)
         self._problems = 0  # warnings and errors in the log panel
         self._worker_done = True
+        self.devices: list[dict] = []  # as the training process reported them (About, device list)
+        self.dialog = None  # the Help dialog last opened
         self._event_handlers = {  # events the window reacts to beyond the model, by type
             ev.SWEEP_STARTED: self._on_sweep_started,
             ev.LOG: self._on_log_event,
@@ -79,6 +91,10 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.setWindowTitle("BatchLab")
         self._build_widgets()
         self.actions = build_actions(self)
+        # Run is disabled while fields are invalid; Ctrl+R then says why instead of doing nothing.
+        self.explain_shortcut = QShortcut(QKeySequence("Ctrl+R"), self, self.explain_invalid)
+        self.apply_theme(self.theme_choice)
+        self.splitter.setSizes([min(SETUP_MAX_PX, self.setup.preferred_width()), 1060])
         self.follower = RunFileFollower(self)
         self.follower.loaded.connect(lambda d: self._show_sweep(d, "main"))
         self.compare_follower = RunFileFollower(self)
@@ -104,6 +120,18 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.views = QTabWidget()
         self.views.addTab(self.live, "Live")
         self.views.addTab(self.summary, "Summary")
+        self.banner = QLabel()
+        self.banner.setObjectName("compare_banner")
+        self.banner.setProperty("role", "banner")
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setVisible(False)
+        top = QWidget()
+        top_layout = QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        top_layout.setSpacing(2)
+        top_layout.addWidget(self.banner)
+        top_layout.addWidget(self.views, 1)
         self.table = RunsTable(self.colours)
         self.log_view = QPlainTextEdit()
         self.log_view.setReadOnly(True)
@@ -112,7 +140,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.bottom.addTab(self.table, "Runs")
         self.bottom.addTab(self.log_view, "Log")
         self.right_splitter = QSplitter(Qt.Orientation.Vertical)
-        self.right_splitter.addWidget(self.views)
+        self.right_splitter.addWidget(top)
         self.right_splitter.addWidget(self.bottom)
         self.right_splitter.setStretchFactor(0, 3)
         self.right_splitter.setStretchFactor(1, 1)
@@ -120,7 +148,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.splitter.addWidget(self.setup)
         self.splitter.addWidget(self.right_splitter)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([380, 1060])
+        self.splitter.setChildrenCollapsible(False)
+        self.right_splitter.setChildrenCollapsible(False)
         self.right_splitter.setSizes([620, 220])
         self.setCentralWidget(self.splitter)
         self.status_label = QLabel("Ready")
@@ -148,6 +177,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
     def _update_actions(self) -> None:
         a = self.actions
         a["run"].setEnabled(not self.running and self.setup.valid)
+        self.explain_shortcut.setEnabled(not self.running and not self.setup.valid)
         a["stop"].setEnabled(self.running and not self.worker.stop_requested)
         a["open"].setEnabled(not self.running)
         a["close_compare"].setEnabled(self.compare is not None)
@@ -156,9 +186,22 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     # ------------------------------------------------------------ running a sweep
 
+    def explain_invalid(self) -> str | None:
+        """Say in the status bar why Run cannot start and put the cursor in the first field to fix; the message."""
+        field = self.setup.first_error()
+        if field is None:
+            return None
+        message = f"Cannot run yet: {self.setup.field_label(field)}: {self.setup.errors[field]}"
+        self.status_label.setText(message)
+        self.setup.focus_field(field)
+        return message
+
     def start_sweep(self) -> bool:
         """Run the setup panel's sweep in a worker thread; False if the setup is invalid or the user declined."""
-        if self.running or not self.setup.validate():
+        if self.running:
+            return False
+        if not self.setup.validate():
+            self.explain_invalid()
             return False
         try:
             spec = self.setup.spec()
@@ -313,6 +356,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         for view in (self.live, self.summary, self.table.runs_model):
             view.set_source(source, data)
         self.refresh()
+        self._show_differences()
         names = [d.label for d in (self.data, self.compare) if d is not None and d.label]
         self.setWindowTitle("BatchLab" + (f" — {' vs '.join(names)}" if names else ""))
         if source == "main" and self.follower.following:
@@ -325,6 +369,52 @@ class MainWindow(FileActionsMixin, QMainWindow):
         if source == "main" and not self.follower.following:
             self._following = False
         self._update_actions()
+
+    def _show_differences(self) -> None:
+        """The banner above the plots: the settings in which the shown sweeps differ, per sweep."""
+        shown = self.sweep_names()
+        differences = spec_differences({name: data.spec for name, data in shown.items()})
+        lines = differences_text(differences, order=list(shown))
+        if lines:
+            text = "These sweeps were measured with different settings:\n" + "\n".join(lines)
+            self.banner.setText(text)
+        self.banner.setVisible(bool(lines))
+
+    def sweep_names(self) -> dict[str, SweepData]:
+        """The sweeps shown, by the name the banner and table give them (the comparison marked as dashed)."""
+        out: dict[str, SweepData] = {}
+        if self.data is not None:
+            out[f"{self.data.label or 'this sweep'} (solid)"] = self.data
+        if self.compare is not None:
+            out[f"{self.compare.label or 'comparison'} (dashed)"] = self.compare
+        return out
+
+    def apply_theme(self, choice: str) -> None:
+        """Switch the window and its plots to a theme ("system", "light", "dark"); remembered in the settings."""
+        self.theme_choice = choice if choice in themes.THEME_CHOICES else "system"
+        self.theme = t = themes.apply_theme(QApplication.instance(), self.theme_choice)
+        self.settings.setValue(themes.THEME_KEY, self.theme_choice)
+        set_plot_colours(t.plot_background, t.plot_foreground, t.plot_neutral)
+        sheet = themes.stylesheet(t)
+        self.setup.widget().setStyleSheet(sheet)
+        self.banner.setStyleSheet(sheet)
+        self.table.set_status_colours(t.status_backgrounds)
+        for widget in (*self.live.plots.values(), *self.summary.plots.values()):
+            apply_plot_colours(widget)
+        self.live.restyle()
+        self.summary.restyle()
+        for name, action in self.actions.theme_actions.items():
+            action.setChecked(name == self.theme_choice)
+        self.table.viewport().update()
+
+    def show_about(self) -> None:
+        self.dialog = help_dialogs.show_about(self, self.devices)
+
+    def show_runfile_format(self) -> None:
+        self.dialog = help_dialogs.show_runfile_format(self)
+
+    def show_shortcuts(self) -> None:
+        self.dialog = help_dialogs.show_shortcuts(self, self.actions)
 
     def _recolour(self, refresh: bool = True) -> None:
         batches = [b for d in (self.data, self.compare) if d is not None for b in d.batch_sizes()]
@@ -341,6 +431,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     def _on_environment(self, environment: dict) -> None:
         devices = environment.get("devices") or []
+        if devices:
+            self.devices = list(devices)
         if devices and not self.running:
             self.setup.set_devices(devices)
 

@@ -6,7 +6,7 @@ import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QColor, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 # Colour-blind-friendly qualitative palette (Okabe-Ito, then Tableau for more batch sizes).
@@ -28,6 +28,7 @@ DIM_ALPHA = 45
 COMPARE_STYLE = Qt.PenStyle.DashLine
 MIB = float(1 << 20)
 LEFT_AXIS_PX = 62
+PLOT_MIN_PX = (150, 120)  # small enough for three plots side by side at 1024 px or at 150% scaling
 GRID_ALPHA = 51  # of 255, for the major tick lines; minor ones are fainter
 
 # How a run that did not finish normally is drawn in the summary: symbol and short label.
@@ -41,10 +42,46 @@ STATUS_MARKS = {
 
 SOURCE_LABELS = {"main": "", "compare": " (compare)"}
 
+# The plots' colours, set by the window's theme (gui/theme.py): background, foreground (axes, text,
+# legend text) and neutral (grey marks in no batch size's colour). Light until a theme says otherwise.
+PLOT_COLOURS = {"background": "#FFFFFF", "foreground": "#000000", "neutral": "#555555"}
+_INK = "#000000"  # the palette's black: drawn in the foreground colour, so it stays visible on dark plots
+
+
+def set_plot_colours(background: str, foreground: str, neutral: str) -> None:
+    """Colours for plots made from now on (apply_plot_colours restyles the existing ones)."""
+    PLOT_COLOURS.update(background=background, foreground=foreground, neutral=neutral)
+    pg.setConfigOptions(background=background, foreground=foreground)
+
 
 def configure_pyqtgraph() -> None:
-    """White background, antialiasing; called once before any plot is made."""
-    pg.setConfigOptions(background="w", foreground="k", antialias=True)
+    """The theme's background and foreground, antialiasing; called once before any plot is made."""
+    pg.setConfigOptions(background=PLOT_COLOURS["background"], foreground=PLOT_COLOURS["foreground"], antialias=True)
+
+
+def legend_brush() -> pg.QtGui.QBrush:
+    """The legend box: the plot background, slightly see-through."""
+    c = QColor(PLOT_COLOURS["background"])
+    c.setAlpha(190)
+    return pg.mkBrush(c)
+
+
+def apply_plot_colours(widget: pg.PlotWidget) -> None:
+    """Give an existing plot the current colours: background, axes, tick labels, title, legend text, grid."""
+    fg = PLOT_COLOURS["foreground"]
+    widget.setBackground(PLOT_COLOURS["background"])
+    item = widget.getPlotItem()
+    for name in ("bottom", "left"):
+        axis = item.getAxis(name)
+        axis.setPen(fg)
+        axis.setTextPen(fg)
+    if item.titleLabel.text:
+        item.titleLabel.setText(item.titleLabel.text, color=fg)
+    legend = item.legend
+    if legend is not None:
+        legend.setBrush(legend_brush())
+        legend.setLabelTextColor(fg)
+    item.update()
 
 
 class BatchColours:
@@ -62,8 +99,10 @@ class BatchColours:
 
     def colour(self, batch_size: int) -> QColor:
         if batch_size in self._order:
-            return QColor(PALETTE[self._order.index(batch_size) % len(PALETTE)])
-        return QColor(PALETTE[int(math.log2(max(batch_size, 1))) % len(PALETTE)])
+            name = PALETTE[self._order.index(batch_size) % len(PALETTE)]
+        else:
+            name = PALETTE[int(math.log2(max(batch_size, 1))) % len(PALETTE)]
+        return QColor(PLOT_COLOURS["foreground"] if name == _INK else name)
 
 
 def run_pen(
@@ -97,15 +136,38 @@ def run_brush(colour: QColor, *, dimmed: bool) -> pg.QtGui.QBrush:
 
 
 class Log2Axis(pg.AxisItem):
-    """An x axis whose values are log2(batch size), labelled with the batch sizes themselves."""
+    """An x axis whose values are log2(batch size), labelled with the batch sizes themselves.
+
+    Every power of two gets a tick; where the labels would touch ("64128256512" on a narrow plot),
+    only every second (fourth, ...) one is labelled, the others are unlabelled minor ticks.
+    """
+
+    _thinned = False  # the last tickValues labelled only every n-th power of two
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
         lo, hi = math.floor(minVal), math.ceil(maxVal)
         if hi - lo > 40 or hi < lo:
             return super().tickValues(minVal, maxVal, size)
-        return [(1.0, [float(v) for v in range(lo, hi + 1)])]
+        values = [float(v) for v in range(lo, hi + 1)]
+        self._thinned = False
+        if self.orientation not in ("bottom", "top") or size <= 0 or maxVal <= minVal:
+            return [(1.0, values)]
+        font = self.style.get("tickFont") or self.font()
+        metrics = QFontMetrics(font)
+        widest = max(metrics.horizontalAdvance(f"{2.0**v:g}") for v in values) + metrics.averageCharWidth() * 2
+        pixels_per_value = size / (maxVal - minVal)
+        step = 1
+        while step * pixels_per_value < widest and step < len(values):
+            step *= 2
+        if step == 1:
+            return [(1.0, values)]
+        labelled = [v for v in values if int(v) % step == 0]
+        self._thinned = True
+        return [(float(step), labelled), (1.0, [v for v in values if v not in labelled])]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph override)
+        if spacing == 1.0 and self._thinned:  # the unlabelled level beside a labelled every-n-th one
+            return ["" for _ in values]
         return [f"{2.0**v:g}" if abs(v) < 40 else "" for v in values]
 
 
@@ -179,7 +241,9 @@ class TickGrid(pg.GraphicsObject):
         if self.getViewBox() is None:
             return
         for alpha, lines in self.lines().items():
-            pen = QPen(QColor(0, 0, 0, alpha))
+            colour = QColor(PLOT_COLOURS["foreground"])
+            colour.setAlpha(alpha)
+            pen = QPen(colour)
             pen.setCosmetic(True)
             painter.setPen(pen)
             painter.drawLines(lines)
@@ -219,10 +283,10 @@ def make_plot(
         # made each axis regeneration, which every range change of a live plot costs, ~30% slower.
         item.getAxis(name).setStyle(maxTickLevel=1)
     legend = item.addLegend(offset=(-6, 6), labelTextSize="8pt", verSpacing=-6)
-    legend.setBrush(pg.mkBrush(255, 255, 255, 190))
+    legend.setBrush(legend_brush())
     if y_units == "MiB":
         item.getAxis("left").enableAutoSIPrefix(False)
-    widget.setMinimumSize(220, 160)
+    widget.setMinimumSize(PLOT_MIN_PX[0], PLOT_MIN_PX[1])
     return widget
 
 

@@ -6,12 +6,13 @@ import csv
 import io
 import json
 import math
-import os
 from collections.abc import Callable
 from typing import NamedTuple
 
 from batchlab.core.figures import FIGURE_NAMES
 from batchlab.core.model import FAILED_STATUSES, RunData, SweepData
+from batchlab.core.spec_diff import flat_settings, spec_differences
+from batchlab.gui import theme
 from batchlab.gui.files import write_export
 from batchlab.gui.plot_style import BatchColours
 from batchlab.gui.summary_view import metric_value
@@ -48,18 +49,14 @@ COLUMNS: list[tuple[str, Callable[[str, RunData], object], Callable[[object], st
     ("peak memory (MiB)", lambda s, r: metric_value(r, "peak_memory"), _num(",.1f")),
     ("final loss", lambda s, r: metric_value(r, "final_loss"), _num(".5g")),
 ]
-STATUS_COLOURS = {
-    "oom": "#F8D0C8",
-    "diverged": "#F8E0B0",
-    "crashed": "#F8C8D8",
-    "error": "#F8C8D8",
-    "interrupted": "#E8E8E8",
-    "skipped": "#F0F0F0",  # never ran: lighter than interrupted
-    "running": "#D8ECF8",
-}
+SWEEP_COLUMN = 0  # shown only while two sweeps are compared
+SWEEP_COLUMN_MAX_PX = 220  # longer sweep names are elided (the full name is in the tooltip)
+NUMBER_PAD_PX = 14  # room for a running run's numbers to grow a digit between column fits
+STATUS_COLOURS = dict(theme.LIGHT.status_backgrounds)  # the window sets its theme's (set_status_colours)
 
 
-SPEC_CONTEXT = ("preset", "optimizer", "lr", "epochs")  # settings every CSV row carries
+# settings every CSV row carries; the learning rate is the run's own ("learning rate" column)
+SPEC_CONTEXT = ("preset", "optimizer", "epochs")
 
 
 def _text(value: object) -> str:
@@ -156,6 +153,8 @@ class RunsModel(QAbstractTableModel):
             return QBrush(QColor(STATUS_COLOURS[run.status]))
         if role == Qt.ItemDataRole.ToolTipRole and run.message:
             return run.message
+        if role == Qt.ItemDataRole.ToolTipRole and index.column() == SWEEP_COLUMN:
+            return self._label(source)
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 3:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -175,19 +174,16 @@ class RunsModel(QAbstractTableModel):
         differ, the epochs and steps done, learning rate, engine, and every figure of the run.
         """
         specs = {source: data.spec for source, data in self.sources.items()}
-        differing = sorted(
-            {key for spec in specs.values() for key in spec if len({_text(s.get(key)) for s in specs.values()}) > 1}
-        )
-        settings = [*SPEC_CONTEXT, *(key for key in differing if key not in SPEC_CONTEXT)]
-        header = [*self.rows_as_text()[0], "sweep file", *settings, "epochs done", "steps done", "learning rate"]
+        differing = spec_differences(specs) if len(specs) > 1 else {}
+        settings = [*SPEC_CONTEXT, *(key for key in differing if key not in (*SPEC_CONTEXT, "lr"))]
+        header = [*self.rows_as_text()[0], *settings, "epochs done", "steps done", "learning rate"]
         header += ["engine", *FIGURE_NAMES]
         out = [header]
         for (source, run), table_row in zip(self._rows, self.rows_as_text()[1:], strict=True):
             data = self.sources[source]
-            spec = {**data.spec, "epochs": (data.spec.get("budget") or {}).get("amount", "")}
+            spec = flat_settings(data.spec)
             figures = run.figures.as_dict()
-            context = [os.path.basename(data.path or "") or data.label or source]
-            context += [_text(spec.get(key)) for key in settings]
+            context = [_text(spec.get(key)) for key in settings]
             context += [str(len(run.epochs)), str(len(run.steps)), _text(run.attrs.get("lr", spec.get("lr")))]
             context += [_text(run.attrs.get("engine", spec.get("loop")))]
             out.append([*table_row, *context, *(_text(figures[name]) for name in FIGURE_NAMES)])
@@ -214,6 +210,7 @@ class RunsTable(QTableView):
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setAlternatingRowColors(True)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(22)
         # Sized to the contents when rows come or a run ends, not on every change: ResizeToContents
@@ -223,6 +220,13 @@ class RunsTable(QTableView):
         self.selectionModel().selectionChanged.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self.fit_columns)
+        self.fit_columns()  # headers whole before the first row (an empty table cut "throughput (samples/s)")
+
+    def set_status_colours(self, colours: dict[str, str]) -> None:
+        """Backgrounds of the status cells, by status (the theme's, so their text stays readable)."""
+        STATUS_COLOURS.clear()
+        STATUS_COLOURS.update(colours)
+        self.viewport().update()
 
     def refresh(self, values_due: bool = True) -> bool:
         """Bring the rows up to date (see RunsModel.refresh); re-fit the columns when a run ended.
@@ -235,9 +239,17 @@ class RunsTable(QTableView):
         return update.shown
 
     def fit_columns(self) -> None:
-        """Size the columns to their contents, the last one still filling the rest of the width."""
+        """Size the columns to their contents and headers, the last one still filling the rest of the width.
+
+        The sweep column shows only while sweeps are compared, at most SWEEP_COLUMN_MAX_PX wide (its
+        names are elided, whole in the tooltip), so a long file name never pushes the numbers out.
+        """
+        self.setColumnHidden(SWEEP_COLUMN, len(self.runs_model.sources) < 2)
         self.resizeColumnsToContents()
         header = self.horizontalHeader()
+        for column in range(1, self.runs_model.columnCount()):
+            header.resizeSection(column, header.sectionSize(column) + NUMBER_PAD_PX)
+        header.resizeSection(SWEEP_COLUMN, min(header.sectionSize(SWEEP_COLUMN), SWEEP_COLUMN_MAX_PX))
         header.setStretchLastSection(False)  # sizing to contents dropped the stretch; set it again
         header.setStretchLastSection(True)
 

@@ -7,7 +7,18 @@ from typing import Any
 
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
-from batchlab.core.spec import KERAS_DATASETS, OPTIMIZERS, SweepSpec, build_spec, preset_values, spec_errors
+from batchlab.core.spec import (
+    KERAS_DATASETS,
+    MODEL_OPTIMIZER,
+    MOMENTUM_OPTIMIZERS,
+    OPTIMIZERS,
+    SpecError,
+    SweepSpec,
+    build_spec,
+    preset_values,
+    spec_errors,
+)
+from batchlab.core.spec_diff import show_value, spec_differences
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -30,8 +41,11 @@ POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
 # (spec value, text) for the engine and sync combos; the values are core.spec's LOOPS and SYNC_MODES
 ENGINES = [("loop", "BatchLab's loop (every step timed)"), ("fit", "model.fit (epochs timed as fit sees them)")]
 SYNC_CHOICES = [("every_step", "every step"), ("sampled", "sampled steps (loop only)")]
-ERROR_STYLE = "color: #B00020;"
-INVALID_STYLE = 'QLineEdit[invalid="true"], QComboBox[invalid="true"] { border: 1px solid #B00020; }'
+# The light theme's rules; the window replaces them with its theme's (gui/theme.py stylesheet()).
+INVALID_STYLE = (
+    'QLineEdit[invalid="true"], QComboBox[invalid="true"] { border: 1px solid #B00020; }\n'
+    'QLabel[role="error"] { color: #B00020; }\nQLabel[role="muted"] { color: #5A5A5A; }'
+)
 
 
 def output_error(path: str) -> str | None:
@@ -52,6 +66,7 @@ class SetupPanel(QScrollArea):
         self.errors: dict[str, str] = {}
         self._error_labels: dict[str, QLabel] = {}
         self._editors: dict[str, QWidget] = {}
+        self._labels: dict[str, str] = {}  # field -> its label in the form
         self._filling = False
         self._previous_data_index = 0
         body = QWidget()
@@ -65,12 +80,10 @@ class SetupPanel(QScrollArea):
         layout.addStretch(1)
         self.setWidget(body)
         self.setWidgetResizable(True)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         for combo in body.findChildren(QComboBox):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(4)
-        scrollbar = self.verticalScrollBar().sizeHint().width()
-        self.setMinimumWidth(body.minimumSizeHint().width() + scrollbar + 2 * self.frameWidth())
+        # No minimum width of its own: a narrow window scrolls the panel sideways instead of clipping it.
         self.apply_preset(next(iter(PRESETS)))
 
     # ------------------------------------------------------------ building
@@ -97,13 +110,14 @@ class SetupPanel(QScrollArea):
         col.addLayout(line)
         error = QLabel()
         error.setObjectName(f"error_{field}")
-        error.setStyleSheet(ERROR_STYLE)
+        error.setProperty("role", "error")
         error.setWordWrap(True)
         error.setVisible(False)
         col.addWidget(error)
         form.addRow(label, holder)
         editor.setObjectName(field)
         self._editors[field] = editor
+        self._labels[field] = label
         self._error_labels[field] = error
         if isinstance(editor, QLineEdit):
             editor.textChanged.connect(self._changed)
@@ -122,7 +136,8 @@ class SetupPanel(QScrollArea):
         self.preset.currentIndexChanged.connect(self._show_description)
         self.preset_description = QLabel()
         self.preset_description.setWordWrap(True)
-        self.preset_description.setStyleSheet("color: #555; font-size: 9pt;")
+        self.preset_description.setObjectName("preset_description")
+        self.preset_description.setProperty("role", "muted")
         form.addRow(self.preset_description)
         self.workload = QComboBox()
         self.workload.addItems(list(WORKLOADS))
@@ -163,7 +178,7 @@ class SetupPanel(QScrollArea):
         fill.setObjectName("fill_powers_of_two")
         fill.setToolTip("Replace the batch sizes with every power of two in this range")
         fill.clicked.connect(self.fill_powers_of_two)
-        for w in (QLabel("powers of two from"), self.pow2_from, QLabel("to"), self.pow2_to, fill):
+        for w in (QLabel("powers of 2 from"), self.pow2_from, QLabel("to"), self.pow2_to, fill):
             row.addWidget(w)
         row.addStretch(1)
         form.addRow(helper)
@@ -223,6 +238,25 @@ class SetupPanel(QScrollArea):
 
     # ------------------------------------------------------------ values
 
+    def preferred_width(self) -> int:
+        """The width (pixels) at which every field shows without scrolling sideways."""
+        scrollbar = self.verticalScrollBar().sizeHint().width()
+        return self.widget().minimumSizeHint().width() + scrollbar + 2 * self.frameWidth()
+
+    def first_error(self) -> str | None:
+        """The first field from the top that has an error, or None."""
+        return next((field for field in self._editors if field in self.errors), None)
+
+    def field_label(self, field: str) -> str:
+        return self._labels.get(field) or field
+
+    def focus_field(self, field: str) -> None:
+        """Scroll to a field and put the keyboard focus in it."""
+        editor = self._editors.get(field)
+        if editor is not None:
+            self.ensureWidgetVisible(editor)
+            editor.setFocus(Qt.FocusReason.OtherFocusReason)
+
     def has_field(self, name: str) -> bool:
         """True if `name` is a spec field this panel shows (so its error can be shown beside it)."""
         return name in self._error_labels
@@ -239,14 +273,24 @@ class SetupPanel(QScrollArea):
             "epochs": self.epochs.text(),
             "batch_sizes": self.batch_sizes.text(),
             "optimizer": self.optimizer.currentText(),
-            "lr": self.lr.text(),
-            "momentum": self.momentum.text(),
+            # a field the optimizer ignores is not part of the sweep (blank: the preset's value)
+            "lr": self.lr.text() if self._applies("lr") else None,
+            "momentum": self.momentum.text() if self._applies("momentum") else None,
             "seeds": self.seeds.text(),
             "shuffle": self.shuffle.isChecked(),
             "device": self.device.currentData(),
             "loop": self.loop.currentData(),
             "sync": self.sync.currentData(),
         }
+
+    def _applies(self, field: str) -> bool:
+        """False for a field the chosen optimizer ignores (it is disabled and not validated)."""
+        optimizer = self.optimizer.currentText()
+        if field == "momentum":
+            return optimizer in MOMENTUM_OPTIMIZERS
+        if field == "lr":
+            return optimizer != MODEL_OPTIMIZER
+        return True
 
     def _data_value(self) -> str:
         value = self.data.currentData()
@@ -309,8 +353,31 @@ class SetupPanel(QScrollArea):
         self.new_output_name()
 
     def _show_description(self, *_args) -> None:
-        preset = PRESETS.get(self.preset.currentData())
-        self.preset_description.setText(preset.description if preset else "")
+        """The preset's description, then what the fields now change from it (so it never says 10 epochs for 3)."""
+        name = self.preset.currentData()
+        preset = PRESETS.get(name)
+        text = preset.description if preset else ""
+        changes = self.changes_from_preset()
+        if changes:
+            text += "\nChanged from the preset: " + "; ".join(changes) + "."
+        self.preset_description.setText(text)
+
+    def changes_from_preset(self) -> list[str]:
+        """ "epochs 3 (preset: 10)" for every setting that differs from the chosen preset's; [] if invalid."""
+        name = self.preset.currentData()
+        if name not in PRESETS:
+            return []
+        try:
+            current = build_spec(self.values()).to_dict()
+        except SpecError:
+            return []
+        preset = build_spec({"preset": name}).to_dict() if name != "keras-file" else preset_values({"preset": name})
+        differences = spec_differences({"now": current, "preset": preset})
+        return [
+            f"{key.replace('_', ' ')} {show_value(seen['now'])} (preset: {show_value(seen['preset'])})"
+            for key, seen in differences.items()
+            if key not in ("preset", "device", "loop", "sync", "model_file")
+        ]
 
     def new_output_name(self, force: bool = True) -> None:
         """A fresh time-stamped run file name in the output folder (kept if the user chose a name)."""
@@ -359,6 +426,11 @@ class SetupPanel(QScrollArea):
         self.show_errors(errors)
         self.model_file.setEnabled(values["workload"] == "keras-file" or bool(values["model_file"]))
         self.sync.setEnabled(values["loop"] != "fit")  # fit waits for the device after every step
+        self.momentum.setEnabled(self._applies("momentum"))
+        self.momentum.setToolTip("" if self._applies("momentum") else "only sgd and rmsprop use a momentum")
+        self.lr.setEnabled(self._applies("lr"))
+        self.lr.setToolTip("" if self._applies("lr") else "the model file's optimizer keeps its own learning rate")
+        self._show_description()
         self.values_changed.emit()
         return not errors
 

@@ -79,7 +79,7 @@ def test_window_opens_with_run_disabled_until_valid(main_window):
 )
 def test_invalid_value_is_refused_with_the_cli_message(main_window, field, text):
     w = main_window
-    w.setup.set_values({field: text})
+    w.setup.set_values({field: text, **({"optimizer": "sgd"} if field == "momentum" else {})})
     with pytest.raises(SpecError) as raised:
         build_spec(w.setup.values())
     assert raised.value.field == field
