@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_window_opens_without_importing_tensorflow():
-    """Build and paint the real window in a fresh interpreter; TensorFlow and Keras must stay out of it."""
+    """Build and paint the real window (and Help > About, which lists devices) in a fresh interpreter;
+    TensorFlow and Keras must stay out of it."""
     code = (
         "import sys\n"
         "from PySide6.QtWidgets import QApplication\n"
@@ -27,7 +28,7 @@ def test_window_opens_without_importing_tensorflow():
         "from batchlab.gui.main_window import MainWindow\n"
         "import batchlab.gui.worker, batchlab.core.sweep.runner, batchlab.core.runfile.reader\n"
         "w = MainWindow(QSettings(sys.argv[1], QSettings.Format.IniFormat))\n"
-        "w.show(); app.processEvents()\n"
+        "w.show(); w.show_about(); w.show_runfile_format(); app.processEvents()\n"
         "print(w.isVisible(), 'tensorflow' in sys.modules, 'keras' in sys.modules)\n"
     )
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}

@@ -1,0 +1,252 @@
+"""The window at 1024x700 and 150% scaling, its light and dark themes, the compare banner and the Help menu."""
+
+from __future__ import annotations
+
+import pytest
+from batchlab.core.presets import PRESETS
+from batchlab.gui import help as help_dialogs
+from batchlab.gui import theme as themes
+from batchlab.gui.plot_style import Log2Axis
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QFontMetrics, QPalette
+from PySide6.QtWidgets import QApplication, QLabel
+
+from tests.gui.synthetic import write_run_file
+
+
+@pytest.fixture
+def light_afterwards():
+    """Themes change the whole application's palette: later tests get the light one back."""
+    yield
+    themes.apply_theme(QApplication.instance(), "light")
+
+
+def clipped_headers(table) -> list[str]:
+    """Visible column headers narrower than their text needs."""
+    header = table.horizontalHeader()
+    return [
+        table.model().headerData(c, Qt.Orientation.Horizontal)
+        for c in range(header.count())
+        if not header.isSectionHidden(c) and header.sectionSize(c) < header.sectionSizeHint(c)
+    ]
+
+
+def clipped_cells(table) -> list[str]:
+    """Visible cells whose text is wider than their column (less the cell's margins)."""
+    metrics, header, model = table.fontMetrics(), table.horizontalHeader(), table.model()
+    out = []
+    for row in range(model.rowCount()):
+        for column in range(model.columnCount()):
+            if header.isSectionHidden(column):
+                continue
+            text = str(model.index(row, column).data() or "")
+            icon = 20 if model.index(row, column).data(Qt.ItemDataRole.DecorationRole) is not None else 0
+            if metrics.horizontalAdvance(text) + icon + 6 > header.sectionSize(column):
+                out.append(text)
+    return out
+
+
+def test_window_fits_1024x700_and_150_percent_of_a_1600x1000_screen(main_window):
+    w = main_window
+    hint = w.minimumSizeHint()
+    # 150% of 1600x1000 leaves 1066x666 logical pixels, less the title bar and a panel
+    assert hint.width() <= 1024 and hint.height() <= 600, hint
+    w.resize(1024, 700)
+    QApplication.processEvents()
+    assert (w.width(), w.height()) == (1024, 700)
+    assert not clipped_headers(w.table), "empty table"
+    for plot in w.live.plots.values():
+        assert plot.width() >= 150 and plot.height() >= 100
+
+
+def test_runs_table_headers_and_numbers_whole_and_sweep_column_only_when_comparing(main_window, tmp_path):
+    w = main_window
+    w.resize(1024, 700)
+    a = write_run_file(tmp_path / "a-sweep-with-a-rather-long-file-name-indeed.h5", batch_sizes=(8, 64, 512))
+    b = write_run_file(tmp_path / "b.h5", batch_sizes=(32,), epochs=1)
+    assert w.open_file(a)
+    QApplication.processEvents()
+    assert w.table.isColumnHidden(0)  # one sweep: no sweep column repeating its file name
+    assert not clipped_headers(w.table) and not clipped_cells(w.table)
+    assert w.open_compare(b)
+    QApplication.processEvents()
+    assert not w.table.isColumnHidden(0)
+    assert not clipped_headers(w.table)
+    header = w.table.horizontalHeader()
+    assert header.sectionSize(0) <= 220  # a long sweep name is elided, the numbers keep their room
+    numbers = [c for c in clipped_cells(w.table) if not c.startswith("a-sweep")]
+    assert not numbers
+    w.close_compare()
+    assert w.table.isColumnHidden(0)
+
+
+def test_batch_size_ticks_are_thinned_where_labels_would_touch(qapp):
+    axis = Log2Axis(orientation="bottom")
+    wide = axis.tickValues(3.0, 9.0, 1000)  # batch 8 .. 512 on a wide plot: every size labelled
+    assert wide == [(1.0, [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])]
+    assert axis.tickStrings(wide[0][1], 1, 1.0) == ["8", "16", "32", "64", "128", "256", "512"]
+    narrow = axis.tickValues(3.0, 9.0, 120)  # the 1024 px window: "64128256512" before
+    spacing, labelled = narrow[0]
+    assert spacing > 1 and len(labelled) < 7
+    widest = max(QFontMetrics(axis.font()).horizontalAdvance(s) for s in axis.tickStrings(labelled, 1, spacing))
+    assert spacing * 120 / (9.0 - 3.0) > widest  # labels at least their width apart
+    assert set(axis.tickStrings(narrow[1][1], 1, narrow[1][0])) == {""}  # the others: unlabelled ticks
+
+
+@pytest.mark.parametrize("name", ["light", "dark"])
+def test_theme_text_is_readable_and_plots_follow(main_window, light_afterwards, name):
+    w = main_window
+    w.actions.theme_actions[name].trigger()
+    w.setup.set_values({"epochs": "x"})  # an error message under a field
+    w.open_compare(write_run_file(w.settings.fileName() + ".b.h5", epochs=1))
+    w.open_file(write_run_file(w.settings.fileName() + ".a.h5", epochs=2))
+    QApplication.processEvents()
+    theme = themes.THEMES[name]
+    assert w.theme is theme and w.theme_choice == name and w.settings.value(themes.THEME_KEY) == name
+    panel_bg = w.setup.widget().palette().color(QPalette.ColorRole.Window)
+    assert panel_bg == QApplication.palette().color(QPalette.ColorRole.Window) == themes.palette(theme).window().color()
+    labels = {
+        "preset description": w.setup.preset_description,
+        "error text": w.setup._error_labels["epochs"],
+        "field label": next(q for q in w.setup.findChildren(QLabel) if q.text() == "Epochs"),
+    }
+    for what, label in labels.items():
+        assert label.isVisible(), what
+        fg = label.palette().color(label.foregroundRole())
+        assert themes.contrast_ratio(fg, panel_bg) >= themes.MIN_CONTRAST, (what, fg.name(), panel_bg.name())
+    error_colour = w.setup._error_labels["epochs"].palette().color(QPalette.ColorRole.WindowText)
+    assert error_colour.name() == theme.error_text.lower()
+    banner = w.banner
+    assert banner.isVisible()
+    fg, bg = banner.palette().color(banner.foregroundRole()), banner.palette().color(QPalette.ColorRole.Window)
+    assert fg.name() == theme.banner_text.lower() and bg.name() == theme.banner_background.lower()
+    assert themes.contrast_ratio(fg, bg) >= themes.MIN_CONTRAST
+    text = QApplication.palette().color(QPalette.ColorRole.Text)
+    for status, colour in theme.status_backgrounds.items():
+        assert themes.contrast_ratio(text, colour) >= themes.MIN_CONTRAST, status
+    for plot in (*w.live.plots.values(), *w.summary.plots.values()):
+        background = plot.backgroundBrush().color()
+        assert background.name() == theme.plot_background.lower()
+        for axis in ("left", "bottom"):
+            ink = plot.getPlotItem().getAxis(axis).textPen().color()
+            assert themes.contrast_ratio(ink, background) >= themes.MIN_CONTRAST
+    # every curve colour stands out from the plot background (the palette's black is drawn light on dark)
+    for batch in (8, 16, 32, 64, 128, 256, 512, 1024):
+        assert themes.contrast_ratio(w.colours.colour(batch), theme.plot_background) >= 1.8, batch
+
+
+def test_theme_is_remembered(qtbot, tmp_path, light_afterwards):
+    from batchlab.gui.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "theme.ini"), QSettings.Format.IniFormat)
+    first = MainWindow(settings)
+    qtbot.addWidget(first)
+    assert first.theme_choice == "system" and first.actions.theme_actions["system"].isChecked()
+    first.apply_theme("dark")
+    first.close()
+    second = MainWindow(settings)
+    qtbot.addWidget(second)
+    assert second.theme.name == "dark" and second.actions.theme_actions["dark"].isChecked()
+    assert second.live.plots["loss_step"].backgroundBrush().color().name() == themes.DARK.plot_background.lower()
+    second.close()
+
+
+def test_contrast_ratio_known_answers():
+    assert themes.contrast_ratio("#000000", "#FFFFFF") == pytest.approx(21.0)
+    assert themes.contrast_ratio("#777777", "#FFFFFF") == pytest.approx(4.48, abs=0.01)
+    assert themes.contrast_ratio("#FFFFFF", "#FFFFFF") == pytest.approx(1.0)
+
+
+def test_banner_lists_the_settings_in_which_compared_sweeps_differ(main_window, tmp_path):
+    w = main_window
+    assert w.open_file(write_run_file(tmp_path / "ten.h5", batch_sizes=(16, 64), epochs=10, samples=256))
+    assert not w.banner.isVisible()  # one sweep: nothing to compare
+    assert w.open_compare(write_run_file(tmp_path / "same.h5", batch_sizes=(16, 64), epochs=10, samples=256))
+    assert not w.banner.isVisible()  # same settings: no banner
+    assert w.open_compare(write_run_file(tmp_path / "one.h5", batch_sizes=(16,), epochs=1, samples=256))
+    assert w.banner.isVisible()
+    lines = w.banner.text().splitlines()
+    assert lines[0] == "These sweeps were measured with different settings:"
+    assert lines[1:] == ["ten.h5 (solid): epochs 10, batch_sizes 16, 64", "one.h5 (dashed): epochs 1, batch_sizes 16"]
+    assert w.banner.mapTo(w, w.banner.rect().bottomLeft()).y() <= w.views.mapTo(w, w.views.rect().topLeft()).y()
+    w.close_compare()
+    assert not w.banner.isVisible()
+
+
+def test_help_menu_about_format_and_shortcuts(main_window, monkeypatch, tmp_path):
+    w = main_window
+    menus = {a.text().replace("&", ""): a.menu() for a in w.menuBar().actions()}
+    help_texts = [a.text().replace("&", "") for a in menus["Help"].actions() if a.text()]
+    assert help_texts == ["Keyboard shortcuts", "The run file format", "About BatchLab"]
+    w.actions["about"].trigger()
+    about = w.dialog.findChild(help_dialogs.QTextBrowser, "help_text").toPlainText()
+    assert w.dialog.isVisible()
+    for name, version in help_dialogs.versions().items():
+        assert f"{name}\n{version}" in about or f"{name}\t{version}" in about, (name, about)
+    w._on_environment({"devices": [{"name": "gpu:0", "description": "NVIDIA H200", "memory_bytes": 141 << 30}]})
+    w.dialog.close()
+    w.show_about()
+    assert "gpu:0: NVIDIA H200, 141 GiB" in w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
+    w.dialog.close()
+    w.actions["runfile_format"].trigger()
+    text = w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
+    assert "format_version" in text and len(text) > 2000  # the whole of docs/runfile-format.md
+    w.dialog.close()
+    monkeypatch.setattr(help_dialogs, "RUNFILE_DOC", tmp_path / "not-installed.md")  # a wheel without docs/
+    w.show_runfile_format()
+    assert "This copy of BatchLab does not include" in w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
+    w.dialog.close()
+    w.actions["shortcuts"].trigger()
+    shortcuts = w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
+    for what, keys in (("Run sweep", "Ctrl+R"), ("Stop", "Ctrl+., Esc"), ("Open run file", "Ctrl+O")):
+        assert what in shortcuts and keys in shortcuts
+    w.dialog.close()
+
+
+def test_about_names_devices_without_tensorflow(monkeypatch):
+    monkeypatch.setattr(help_dialogs, "nvml_gpus", lambda: [])
+    assert help_dialogs.device_lines([]) == [help_dialogs.DEVICES_LATER]
+    monkeypatch.setattr(help_dialogs, "nvml_gpus", lambda: ["NVIDIA H200, 141 GiB"])
+    assert help_dialogs.device_lines([])[0].startswith("gpu:0: NVIDIA H200, 141 GiB (seen by NVML")
+
+
+def test_ctrl_r_on_invalid_fields_says_why_and_focuses_the_first(main_window, qtbot):
+    w = main_window
+    w.activateWindow()
+    qtbot.waitActive(w)
+    w.setup.set_values({"epochs": "x", "seeds": "y"})
+    assert not w.actions["run"].isEnabled()
+    qtbot.keyClick(w, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    assert not w.running
+    status = w.status_label.text()
+    assert status.startswith("Cannot run yet: Epochs: ") and w.setup.errors["epochs"] in status
+    assert QApplication.focusWidget() is w.setup.epochs
+    w.setup.set_values({"epochs": "2", "seeds": "0"})
+    assert w.actions["run"].isEnabled() and not w.explain_shortcut.isEnabled()  # one owner of Ctrl+R at a time
+
+
+def test_fields_the_optimizer_ignores_are_disabled_and_not_checked(main_window):
+    s = main_window.setup
+    s.set_values({"optimizer": "adam", "momentum": "2"})
+    assert not s.momentum.isEnabled() and s.valid and "momentum" not in s.errors
+    s.set_values({"optimizer": "sgd"})
+    assert s.momentum.isEnabled() and "momentum" in s.errors
+    s.set_values({"optimizer": "rmsprop", "momentum": "0.9"})
+    assert s.momentum.isEnabled() and s.valid and s.spec().momentum == 0.9
+    assert s.lr.isEnabled()
+    s.apply_preset("keras-file")
+    assert s.values()["optimizer"] == "model" and not s.lr.isEnabled() and not s.momentum.isEnabled()
+
+
+def test_preset_text_describes_the_current_fields(main_window):
+    s = main_window.setup
+    s.apply_preset("mnist-autoencoder")
+    preset = PRESETS["mnist-autoencoder"]
+    assert s.preset_description.text() == preset.description
+    epochs = preset.defaults["epochs"]
+    s.epochs.setText("3")
+    text = s.preset_description.text()
+    assert text.startswith(preset.description)
+    assert f"Changed from the preset: epochs 3 (preset: {epochs})." in text
+    s.epochs.setText(str(epochs))
+    assert s.preset_description.text() == preset.description
