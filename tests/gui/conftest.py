@@ -48,6 +48,9 @@ def main_window(qtbot, settings, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     window = MainWindow(settings)
     qtbot.addWidget(window)
+    # A desktop-sized window (the offscreen screen is 800x600, which the window now fits as well);
+    # layout tests resize it themselves.
+    window.resize(1440, 900)
     window.show()
     qtbot.waitExposed(window)
     yield window
