@@ -202,11 +202,13 @@ def _flatten_scaled_strokes(svg: bytes) -> bytes:
     return ET.tostring(root, encoding="UTF-8", xml_declaration=True)
 
 
-def export_plot(widget: pg.PlotWidget, path: str, scale: float = PNG_SCALE) -> str:
+def export_plot(widget: pg.PlotWidget, path: str, scale: float = PNG_SCALE, dpi: float | None = None) -> str:
     """Save one plot as it looks in the window, as SVG or PNG (by the file's suffix); returns the path.
 
     PNG: the widget rendered at `scale` times its size (text, pens and symbols all scaled alike),
-    tagged with 96 * scale dots per inch. SVG: the widget through QSvgGenerator, in the widget's own
+    tagged with `dpi` dots per inch (default: the screen's times `scale`, so it prints at the size
+    shown). Scaling the whole drawing keeps text proportional: a wider image has larger text.
+    SVG: the widget through QSvgGenerator, in the widget's own
     pixels. pyqtgraph 0.14's SVGExporter cannot parse the path data Qt 6.11 writes (ValueError).
     Raises OSError (with its strerror) if the file cannot be written.
     """
@@ -230,11 +232,16 @@ def export_plot(widget: pg.PlotWidget, path: str, scale: float = PNG_SCALE) -> s
     image.fill(widget.backgroundBrush().color())
     _render(widget, image, pen_scale=scale)
     # Tagged after painting: a higher resolution while painting would enlarge the text once more.
-    dots_per_metre = round(widget.logicalDpiX() * scale / 0.0254)
+    dots_per_metre = round((dpi if dpi else widget.logicalDpiX() * scale) / 0.0254)
     image.setDotsPerMeterX(dots_per_metre)
     image.setDotsPerMeterY(dots_per_metre)
     image.save(buffer, "PNG")
     return write_export(path, bytes(buffer.data()))
+
+
+def png_scale(widget: pg.PlotWidget, width_px: int) -> float:
+    """The scale at which a PNG of the plot is `width_px` pixels wide (its height follows)."""
+    return max(width_px, 1) / max(widget.width(), 1)
 
 
 def write_export(path: str, data: bytes) -> str:

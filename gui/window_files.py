@@ -5,11 +5,55 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchlab.core.spec import SpecError
-from batchlab.gui.files import PLOT_EXPORT_FILTER
+from batchlab.gui.files import PLOT_EXPORT_FILTER, PNG_SCALE, png_scale
 from batchlab.gui.files import export_plot as save_plot
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QLabel, QSpinBox
 
 RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
+PNG_WIDTH_KEY, PNG_DPI_KEY = "export/png_width", "export/png_dpi"
+PNG_WIDTH_RANGE = (200, 8000)  # pixels
+PNG_DPI_RANGE = (72, 1200)
+PNG_DEFAULT_DPI = 192
+
+
+class PngOptions(QDialog):
+    """Width (pixels; the height keeps the plot's proportions) and resolution (dpi) of a PNG export."""
+
+    def __init__(self, parent, plot_width: int, plot_height: int, width: int, dpi: int):
+        super().__init__(parent)
+        self.setWindowTitle("PNG size")
+        self.aspect = plot_height / max(plot_width, 1)
+        form = QFormLayout(self)
+        self.width_box = QSpinBox()
+        self.width_box.setObjectName("png_width")
+        self.width_box.setRange(*PNG_WIDTH_RANGE)
+        self.width_box.setSuffix(" px")
+        self.width_box.setValue(width)
+        self.dpi_box = QSpinBox()
+        self.dpi_box.setObjectName("png_dpi")
+        self.dpi_box.setRange(*PNG_DPI_RANGE)
+        self.dpi_box.setSuffix(" dpi")
+        self.dpi_box.setValue(dpi)
+        self.summary = QLabel()
+        self.summary.setProperty("role", "muted")
+        form.addRow("Width", self.width_box)
+        form.addRow("Resolution", self.dpi_box)
+        form.addRow(self.summary)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+        self.width_box.valueChanged.connect(self._describe)
+        self.dpi_box.valueChanged.connect(self._describe)
+        self._describe()
+
+    def _describe(self, *_args) -> None:
+        w, dpi = self.width_box.value(), self.dpi_box.value()
+        h = round(w * self.aspect)
+        self.summary.setText(
+            f"{w} x {h} pixels; printed at {dpi} dpi: {w / dpi * 2.54:.1f} x {h / dpi * 2.54:.1f} cm. "
+            "Text and lines grow with the width, in proportion to the plot."
+        )
 
 
 class FileActionsMixin:
@@ -69,10 +113,17 @@ class FileActionsMixin:
         path = path if path.lower().endswith(".csv") else path + ".csv"
         return self._export("runs table", path, self.table.export_csv)
 
-    def export_plot(self, plot_id: str, path: str | None = None) -> str | None:
-        """Save one plot as PNG (twice its size on screen) or SVG; returns the path written, or None."""
+    def export_plot(
+        self, plot_id: str, path: str | None = None, width: int | None = None, dpi: int | None = None
+    ) -> str | None:
+        """Save one plot as PNG or SVG; returns the path written, or None.
+
+        PNG: `width` pixels wide at `dpi` (asked, and remembered, when the path is chosen in a dialog;
+        default twice the plot's size on screen).
+        """
         widget = {**self.live.plots, **{f"summary_{k}": v for k, v in self.summary.plots.items()}}[plot_id]
-        if path is None:
+        asked = path is None
+        if asked:
             path, chosen = QFileDialog.getSaveFileName(
                 self, "Export plot", str(Path(self._file_dir()) / f"{plot_id}.png"), PLOT_EXPORT_FILTER
             )
@@ -80,7 +131,25 @@ class FileActionsMixin:
                 path += ".svg" if "svg" in chosen.lower() else ".png"
         if not path:
             return None
-        return self._export("plot", path, lambda p: save_plot(widget, p))
+        if asked and path.lower().endswith(".png") and width is None:
+            options = self.ask_png_options(widget)
+            if options is None:
+                return None
+            width, dpi = options
+        scale = png_scale(widget, width) if width else PNG_SCALE
+        return self._export("plot", path, lambda p: save_plot(widget, p, scale=scale, dpi=dpi))
+
+    def ask_png_options(self, widget) -> tuple[int, int] | None:
+        """Ask the PNG's width and dpi (last choices remembered); None if cancelled."""
+        width = int(self.settings.value(PNG_WIDTH_KEY, round(widget.width() * PNG_SCALE)))
+        dpi = int(self.settings.value(PNG_DPI_KEY, PNG_DEFAULT_DPI))
+        self.png_dialog = PngOptions(self, widget.width(), widget.height(), width, dpi)
+        if self.png_dialog.exec() != QDialog.DialogCode.Accepted:
+            return None
+        width, dpi = self.png_dialog.width_box.value(), self.png_dialog.dpi_box.value()
+        self.settings.setValue(PNG_WIDTH_KEY, width)
+        self.settings.setValue(PNG_DPI_KEY, dpi)
+        return width, dpi
 
     def _export(self, what: str, path: str, write) -> str | None:
         """Run one export: the status bar names the file written; a write error is one line in a dialog."""

@@ -250,3 +250,38 @@ def test_preset_text_describes_the_current_fields(main_window):
     assert f"Changed from the preset: epochs 3 (preset: {epochs})." in text
     s.epochs.setText(str(epochs))
     assert s.preset_description.text() == preset.description
+
+
+def test_png_export_at_a_chosen_width_and_dpi_keeps_text_in_proportion(main_window, tmp_path, monkeypatch):
+    from batchlab.gui import window_files
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QDialog, QFileDialog
+
+    from tests.gui.test_exports import _array, _block_difference
+
+    w = main_window
+    assert w.open_file(write_run_file(tmp_path / "p.h5", batch_sizes=(16, 64)))
+    QApplication.processEvents()
+    widget = w.live.plots["loss_step"]
+    target = tmp_path / "loss.png"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), "PNG image (*.png)"))
+
+    def choose(dialog):  # the user types a width and a resolution, then OK
+        dialog.width_box.setValue(widget.width() * 3)
+        dialog.dpi_box.setValue(300)
+        assert "300 dpi" in dialog.summary.text()
+        return QDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(window_files.PngOptions, "exec", choose)
+    assert w.export_plot("loss_step") == str(target)
+    image = QImage(str(target))
+    assert image.width() == widget.width() * 3 and abs(image.height() - widget.height() * 3) <= 1
+    assert round(image.dotsPerMeterX() * 0.0254) == 300
+    assert w.settings.value(window_files.PNG_WIDTH_KEY) == widget.width() * 3  # asked next time with these
+    shrunk = image.scaled(widget.width(), widget.height(), Qt.AspectRatioMode.IgnoreAspectRatio,
+                          Qt.TransformationMode.SmoothTransformation)  # fmt: skip
+    # text, legend and axes grew with the image: shrunk back, it looks like the plot on screen
+    assert _block_difference(_array(widget.grab().toImage()), _array(shrunk), block=24) < 25
+    monkeypatch.setattr(window_files.PngOptions, "exec", lambda d: QDialog.DialogCode.Rejected)
+    target.unlink()
+    assert w.export_plot("loss_step") is None and not target.exists()  # cancelled: nothing written
