@@ -66,7 +66,9 @@ def _build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="print the summary table of a run file")
     report.add_argument("file", help="an .h5 run file written by batchlab")
     report.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
-    sub.add_parser("info", help="print versions and the devices TensorFlow sees")
+    info = sub.add_parser("info", help="print versions and the devices TensorFlow sees")
+    info.add_argument("--peak", action="store_true", help="measure the device's matmul peak (FLOP/s) and cache it")
+    info.add_argument("--device", default="auto", help="with --peak: auto (default), cpu or gpu:N")
     sub.add_parser("presets", help="list the named presets and their defaults")
     return parser
 
@@ -116,7 +118,26 @@ def _print_table(path: Path) -> None:
     from batchlab.core.model import SweepData
     from batchlab.core.table import format_table, summary_rows
 
-    print(format_table(summary_rows(SweepData.from_file(path))))
+    sweep = SweepData.from_file(path)
+    print(format_table(summary_rows(sweep)))
+    _print_explanation(sweep)
+
+
+EXPLANATION_WIDTH = 100  # characters per line of the explanation
+
+
+def _print_explanation(sweep) -> None:
+    """Why the times and memory came out as they did (core/analysis/explain.py), one paragraph per point."""
+    import textwrap
+
+    from batchlab.core.analysis.explain import explain_sweep
+    from batchlab.core.sweep.peak import cached_peak
+
+    peak = cached_peak(sweep.environment.get("device_description", ""))
+    print()
+    print("Why the times and memory came out this way:")
+    for paragraph in explain_sweep(sweep, peak_flops=peak):
+        print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -163,12 +184,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{args.file}: sweep {sweep.status}; {env.get('device_description', 'unknown device')}")
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
     print(format_table(rows))
+    _print_explanation(sweep)
     return EXIT_OK
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from batchlab.core.sweep.peak import cache_path, measure_peak, read_peaks
     from batchlab.core.sweep.runner import probe_environment
 
+    if args.peak:
+        build_spec({"device": args.device})  # the one check of a device name
+        print(f"measuring the matmul peak on {args.device} (float32 matrix products, about 10 s)", file=sys.stderr)
+        result = measure_peak(args.device)
+        print(
+            f"matmul peak          {result['flops_per_s'] / 1e9:,.1f} GFLOP/s on {result['device_description']} "
+            f"({result['dtype']}, {result['matrix_size']}x{result['matrix_size']}"
+            f"{', TF32 allowed' if result.get('tf32') else ''}); cached in {cache_path()}"
+        )
+        return EXIT_OK
     env = probe_environment()
     for key in ("app_version", "python_version", "platform", "tensorflow_version", "keras_version"):
         print(f"{key:20s} {env.get(key)}")
@@ -178,6 +211,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         mem = d.get("memory_bytes", -1)
         mem_text = f"{mem / (1 << 30):.1f} GiB" if mem and mem > 0 else "memory unknown"
         print(f"  {d['name']:8s} {d['description']} ({mem_text})")
+    peaks = read_peaks()
+    for description, entry in peaks.items():
+        rate = float(entry.get("flops_per_s", 0) or 0)
+        print(f"matmul peak          {rate / 1e9:,.1f} GFLOP/s on {description} (measured {entry.get('measured')})")
+    if not peaks:
+        print("matmul peak          not measured (batchlab info --peak)")
     return EXIT_OK
 
 

@@ -31,6 +31,7 @@ from batchlab.core.training.failures import (
     first_line,
     traceback_text,
 )
+from batchlab.core.training.flops import flops_fields
 from batchlab.core.training.hooks import (
     EpochSummary,
     HookList,
@@ -355,6 +356,7 @@ def train_run(
                 "samples": setup.samples,
                 "started": now_iso(),
                 **engine.run_fields(),
+                **flops_fields(setup.model),
             }
         )
         engine.train(run.sweep.epochs)

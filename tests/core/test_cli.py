@@ -165,13 +165,14 @@ def test_sweep_then_report_print_the_same_table(tmp_path):
     out = tmp_path / "tiny.h5"
     result = batchlab("sweep", *TINY, "--batch-sizes", "16,64", "--out", out, "--quiet")
     assert result.returncode == 0, result.stderr
-    table = result.stdout.split("\n", 1)[1].strip()  # after the "run file:" line
+    table, explanation = result.stdout.split("\n", 1)[1].strip().split("\n\n", 1)  # after the "run file:" line
     assert table.splitlines()[0].split()[:3] == ["batch", "seed", "final"]
     assert [line.split()[0] for line in table.splitlines()[1:]] == ["16", "64"]
     assert all(line.rstrip().endswith("ok") for line in table.splitlines()[1:])
     report = batchlab("report", out)
     assert report.returncode == 0
     assert table in report.stdout
+    assert explanation.startswith("Why the times and memory came out this way:") and explanation in report.stdout
 
 
 def test_report_of_a_file_that_is_not_a_run_file(tmp_path):

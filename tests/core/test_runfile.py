@@ -562,6 +562,7 @@ def documented_sweep() -> list[dict]:
     for event in events:
         if event["type"] == RUN_STARTED:
             event.update(nice=0, engine="loop", sync="every_step", fetch_overhead_s=0.0003)
+            event.update(flops_per_sample=6.0e5, forward_flops_per_sample=2.0e5, flops_uncounted="")
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
     return events

@@ -1,0 +1,294 @@
+"""Why bigger batches stop getting faster, in words built from a sweep's own numbers.
+
+Every sentence states a measured or fitted number, or names what the data cannot tell apart;
+nothing is said that the sweep does not show. The numbers come from the step-time and memory
+fits (step_time.py, memory_fit.py) and the per-run figures (batchlab.core.figures).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from datetime import datetime
+
+from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
+from batchlab.core.analysis.step_time import StepTimeFit, sweep_step_time
+from batchlab.core.figures import steady_input_wait_share
+from batchlab.core.model import RunData, SweepData
+
+MIB = 1 << 20
+SLOWER_THAN = 1.10  # a larger batch whose epoch is 10% slower than the smaller one's is explained
+CAUSE_SHARE_POINTS = 0.10  # input wait: 10 points more of the step time than at the smaller batch
+CAUSE_PER_SAMPLE = 1.15  # compute: 15% more step time per sample than at the smaller batch
+OFF_LINE = 0.25  # a run 25% off the fitted line is named
+NVML_SOURCES = ("tf_peak_bytes", "device_memory_bytes")
+
+
+def _ms(seconds: float) -> str:
+    """A duration in the unit that reads best: s, ms or µs, three significant digits."""
+    if abs(seconds) >= 1:
+        return f"{seconds:.3g} s"
+    if abs(seconds) >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+_us = _ms
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / MIB:,.0f} MiB" if abs(nbytes) >= 10 * MIB else f"{nbytes / MIB:.3g} MiB"
+
+
+def _flops(rate: float) -> str:
+    for unit, scale in (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if rate >= scale:
+            return f"{rate / scale:.3g} {unit}"
+    return f"{rate:.3g} FLOP/s"
+
+
+def _sizes(sizes: Sequence[int]) -> str:
+    sizes = sorted(set(sizes))
+    return f"batch {sizes[0]}" if len(sizes) == 1 else f"batch {sizes[0]}-{sizes[-1]}"
+
+
+def _by_size(runs: list[RunData], value) -> dict[int, float]:
+    """Median over seeds of `value(run)` per batch size, finite values only."""
+    grouped: dict[int, list[float]] = {}
+    for run in runs:
+        v = value(run)
+        if v is not None and math.isfinite(v):
+            grouped.setdefault(run.batch_size, []).append(v)
+    return {b: statistics.median(vs) for b, vs in sorted(grouped.items())}
+
+
+def explain_time(sweep: SweepData, fit: StepTimeFit | None) -> list[str]:
+    """The step-time model, the two regimes and the runs off the line."""
+    if fit is None:
+        return ["Step time: fewer than two batch sizes have steady-state steps, so no line t(B) = alpha + beta*B."]
+    lines = [
+        f"Step time t(B) = alpha + beta*B, fitted robustly to the steady-state step time of {len(fit.batch_sizes)} "
+        f"runs ({_sizes(fit.batch_sizes)}; steps that traced left out): alpha = {_ms(fit.alpha)} per step "
+        f"(the fixed cost: dispatch, kernel launches, the optimizer's per-variable update), beta = {_us(fit.beta)} "
+        f"per sample (compute); the line is within {fit.median_rel_residual:.0%} of the runs (median), "
+        f"R² = {fit.r2:.2f}."
+    ]
+    if not (fit.alpha > 0 and fit.beta > 0):
+        lines.append(
+            "The fitted line has no positive fixed cost and per-sample slope, so there is no knee: "
+            "over these batch sizes the step time does not follow alpha + beta*B."
+        )
+        return lines
+    knee = fit.knee
+    throughput = _by_size(sweep.ordered_runs(), lambda r: r.figures.samples_per_s)
+    below = [b for b in throughput if b < knee]
+    above = [b for b in throughput if b >= knee]
+    lines.append(f"Knee B* = alpha/beta = {knee:.0f} samples: there the fixed cost and the compute are equal.")
+    if below:
+        share = (fit.overhead_share(below[0]), fit.overhead_share(below[-1]))
+        text = f"{_sizes(below)}: the fixed per-step cost is {share[0]:.0%}"
+        if len(below) > 1:
+            text += f"-{share[1]:.0%} of each step, so time per sample falls almost as 1/B"
+            text += f" (measured {throughput[below[0]]:,.0f} -> {throughput[below[-1]]:,.0f} samples/s)"
+        else:
+            text += " of each step"
+        lines.append(text + ".")
+    if above:
+        share = (1 - fit.overhead_share(above[0]), 1 - fit.overhead_share(above[-1]))
+        text = f"{_sizes(above)}: compute is {share[0]:.0%}" + (f"-{share[1]:.0%}" if len(above) > 1 else "")
+        text += (
+            f" of each step; a bigger batch can only approach beta's {1 / fit.beta:,.0f} samples/s "
+            f"(measured {throughput[above[-1]]:,.0f} at batch {above[-1]}), so epochs stop getting much faster."
+        )
+        lines.append(text)
+    off = []
+    for b, t in zip(fit.batch_sizes, fit.step_times, strict=True):
+        predicted = float(fit.predict(b))
+        if b in fit.outliers or abs(t - predicted) > OFF_LINE * predicted:
+            off.append(f"batch {b} ({_ms(t)} measured, {_ms(predicted)} on the line)")
+    if off:
+        lines.append("Off the line (noise, another process, or a real change of regime): " + "; ".join(off) + ".")
+    return lines
+
+
+def explain_slowdowns(sweep: SweepData) -> list[str]:
+    """For each batch size whose steady epoch is slower than the next smaller size's: what the data show."""
+    runs = [r for r in sweep.ordered_runs() if r.status == "ok"]
+    epoch = _by_size(runs, lambda r: r.figures.epoch_time)
+    per_sample = _by_size(runs, lambda r: r.figures.step_time / r.batch_size)
+    wait = _by_size(runs, lambda r: steady_input_wait_share(r.steps.as_dict(), r.epochs.as_dict()))
+    peak = _by_size(runs, lambda r: r.figures.steady_peak_bytes if r.figures.steady_peak_bytes > 0 else math.nan)
+    sizes = list(epoch)
+    lines = []
+    for small, big in zip(sizes, sizes[1:], strict=False):
+        if epoch[big] <= SLOWER_THAN * epoch[small]:
+            continue
+        text = f"Batch {big} is slower than batch {small} (steady epoch {epoch[big]:.3g} s vs {epoch[small]:.3g} s)"
+        causes = []
+        if big in wait and small in wait and wait[big] - wait[small] > CAUSE_SHARE_POINTS:
+            causes.append(f"it waited for input {wait[big]:.0%} of its step time (vs {wait[small]:.0%})")
+        if big in per_sample and small in per_sample and per_sample[big] > CAUSE_PER_SAMPLE * per_sample[small]:
+            cause = (
+                f"its step computed {_us(per_sample[big])} per sample vs {_us(per_sample[small])}, "
+                "slower per sample, which the line does not predict"
+            )
+            if big in peak and small in peak:
+                cause += f" (steady peak memory {_mib(peak[small])} -> {_mib(peak[big])})"
+            causes.append(cause + "; the data do not tell apart cache or memory pressure from contention")
+        if causes:
+            lines.append(text + ": " + "; ".join(causes) + ".")
+        else:
+            lines.append(
+                text + ": neither input wait nor compute per sample explains it; the time is outside the steps' "
+                "compute (per-epoch start-up, the loop), or noise on a shared machine."
+            )
+    return lines
+
+
+def _startup_gaps(runs: list[RunData]) -> list[float]:
+    """Seconds between one run's end and the next run's start (whole seconds, as the file's times)."""
+    gaps = []
+    for prev, run in zip(runs, runs[1:], strict=False):
+        try:
+            ended = datetime.fromisoformat(str(prev.attrs["ended"]))
+            started = datetime.fromisoformat(str(run.attrs["started"]))
+        except (KeyError, ValueError):
+            continue
+        gaps.append((started - ended).total_seconds())
+    return [g for g in gaps if g >= 0]
+
+
+def explain_one_time(sweep: SweepData) -> list[str]:
+    """Costs paid once per run: starting the process and TensorFlow, building the model, tracing."""
+    runs = sweep.ordered_runs()
+    lines = []
+    gaps = _startup_gaps(runs)
+    if gaps:
+        lines.append(
+            f"Starting each run (a new process, TensorFlow import, data, model build) took about "
+            f"{statistics.median(gaps):.0f} s (median of {len(gaps)} gaps between runs, whole seconds)."
+        )
+    tracing = [r.figures.tracing_time for r in runs if math.isfinite(r.figures.tracing_time)]
+    total = [r.figures.total_time for r in runs if math.isfinite(r.figures.tracing_time)]
+    if tracing:
+        share = max(t / s for t, s in zip(tracing, total, strict=True) if s > 0) if any(s > 0 for s in total) else 0
+        lines.append(
+            f"Tracing and compiling the step function cost {min(tracing):.2g}-{max(tracing):.2g} s per run, "
+            f"once (left out of the steady-state figures; up to {share:.0%} of a run's time)."
+        )
+    wait = _by_size(runs, lambda r: steady_input_wait_share(r.steps.as_dict(), r.epochs.as_dict()))
+    if wait:
+        worst = max(wait, key=wait.get)
+        lines.append(
+            f"Input wait: at most {wait[worst]:.0%} of the steps' time (batch {worst})"
+            + ("; the input pipeline keeps up." if wait[worst] < CAUSE_SHARE_POINTS else ".")
+        )
+    return lines
+
+
+def explain_flops(sweep: SweepData, fit: StepTimeFit | None, peak_flops: float | None) -> list[str]:
+    """Achieved FLOP/s per run from the model's FLOPs per sample, and utilisation against a measured peak."""
+    runs = sweep.ordered_runs()
+    per_sample = [float(r.attrs.get("flops_per_sample", math.nan)) for r in runs]
+    per_sample = [f for f in per_sample if math.isfinite(f) and f > 0]
+    if not per_sample:
+        return ["FLOPs: the run file does not record the model's FLOPs per sample (made before they were counted)."]
+    flops = statistics.median(per_sample)
+    achieved = _by_size(runs, lambda r: flops * r.figures.samples_per_s)
+    if not achieved:
+        return []
+    best = max(achieved, key=achieved.get)
+    text = (
+        f"FLOPs: {flops / 1e6:,.3g} MFLOP per training sample (3x the forward pass's matrix products); "
+        f"achieved {_flops(achieved[min(achieved)])} at batch {min(achieved)} up to {_flops(achieved[best])} "
+        f"at batch {best}"
+    )
+    if fit is not None and fit.beta > 0:
+        text += f"; the per-sample compute alone (beta) runs at {_flops(flops / fit.beta)}"
+    if peak_flops and peak_flops > 0:
+        text += (
+            f". Utilisation of this device's measured matmul peak ({_flops(peak_flops)}): "
+            f"{achieved[min(achieved)] / peak_flops:.1%} at batch {min(achieved)}, "
+            f"{achieved[best] / peak_flops:.1%} at batch {best}."
+        )
+    else:
+        text += ". Utilisation: no matmul peak is measured for this device (run `batchlab info --peak`)."
+    uncounted = {str(r.attrs.get("flops_uncounted", "")) for r in runs} - {""}
+    if uncounted:
+        text += f" Not counted (a lower bound): {sorted(uncounted)[0]}."
+    return [text]
+
+
+def explain_memory(sweep: SweepData, fit: MemoryFit | None) -> list[str]:
+    """The memory line, the device limit it implies, and allocator vs NVML on a GPU."""
+    lines = []
+    runs = sweep.ordered_runs()
+    if fit is not None:
+        where = {"tf_peak_bytes": "TensorFlow allocator", "device_memory_bytes": "GPU process, NVML"}.get(
+            fit.source or "", "host RSS"
+        )
+        lines.append(
+            f"Memory ({where}, {'steady epochs' if fit.steady else 'all epochs, first included'}): "
+            f"peak(B) = m0 + m1*B with m0 = {_mib(fit.m0)} (held whatever the batch: runtime, data, weights, "
+            f"optimizer state) and m1 = {_mib(fit.m1)} per sample (activations kept for the backward pass); "
+            f"within {fit.median_rel_residual:.1%} of the runs (median)."
+        )
+        total = _device_total(sweep)
+        if total > 0 and fit.source in NVML_SOURCES:
+            limit = fit.batch_for(total)
+            if limit is not None:
+                lines.append(
+                    f"On this GPU's {_mib(total)} the line reaches the limit near batch {limit:,} "
+                    "(an extrapolation; `batchlab max-batch` measures it)."
+                )
+    for run in runs:
+        if run.status == "oom":
+            text = f"Batch {run.batch_size} ran out of memory"
+            if fit is not None:
+                text += f"; the line predicts {_mib(float(fit.predict(run.batch_size)))} there"
+            lines.append(text + ".")
+    gap = _by_size(runs, _nvml_over_allocator)
+    if gap:
+        lines.append(
+            f"NVML shows {_mib(min(gap.values()))}-{_mib(max(gap.values()))} more than TensorFlow's allocator "
+            "peak: NVML counts the whole process on the GPU (the CUDA context and cuBLAS/cuDNN handles, "
+            "the blocks the allocator keeps pooled after use and cuDNN workspace), the allocator peak only "
+            "the tensors live at once."
+        )
+    return lines
+
+
+def _nvml_over_allocator(run: RunData) -> float:
+    epochs = run.epochs
+    tf_peak, nvml = epochs.get("tf_peak_bytes"), epochs.get("device_memory_bytes")
+    if tf_peak is None or nvml is None or not len(tf_peak):
+        return math.nan
+    ok = (tf_peak > 0) & (nvml > 0)
+    return float((nvml[ok] - tf_peak[ok]).max()) if ok.any() else math.nan
+
+
+def _device_total(sweep: SweepData) -> int:
+    """Memory (bytes) of the device the sweep ran on, from the file's environment; -1 unknown."""
+    name = str(sweep.environment.get("device_description", "")).split(":", 1)[0]
+    if name == "gpu":
+        name = str(sweep.environment.get("device_description", "")).split(" ", 1)[0].rstrip(":")
+    for device in sweep.environment.get("devices", []) or []:
+        if device.get("name") == name:
+            return int(device.get("memory_bytes", -1) or -1)
+    return -1
+
+
+def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str]:
+    """The explanation, one paragraph per line: time model, slow-downs, one-time costs, FLOPs, memory.
+
+    `peak_flops` is the measured matmul peak (FLOP/s) of the device the sweep ran on, if known.
+    """
+    fit = sweep_step_time(sweep)
+    return [
+        *explain_time(sweep, fit),
+        *explain_slowdowns(sweep),
+        *explain_one_time(sweep),
+        *explain_flops(sweep, fit, peak_flops),
+        *explain_memory(sweep, sweep_memory_fit(sweep)),
+    ]

@@ -1,0 +1,127 @@
+"""The explanation in words: built from the sweep's numbers, naming only what the data show.
+
+Synthetic sweeps with known step times, input wait and memory (no TensorFlow), and one real
+sweep through the command line whose `report` prints alpha, beta and B*."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from batchlab.core.analysis.explain import explain_sweep
+from batchlab.core.analysis.step_time import sweep_step_time
+from batchlab.core.events import make_event
+from batchlab.core.model import SweepData
+
+from tests.core.test_cli import TINY, batchlab
+
+ALPHA, BETA = 2e-3, 20e-6  # s, s per sample: B* = 100
+M0, M1 = 700 * 2**20, 0.5 * 2**20  # bytes, bytes per sample
+SAMPLES = 4096
+FLOPS = 6.0e5  # per training sample
+
+
+def synthetic_sweep(sizes=(8, 32, 128, 512), wait=None, flops=FLOPS) -> SweepData:
+    """A sweep whose steady steps take exactly ALPHA + BETA*B, plus `wait[B]` s of input wait per step."""
+    wait = wait or {}
+    data = SweepData()
+    data.handle(make_event("sweep_started", spec={}, runs=[], environment={"device_description": "cpu: test"}))
+    for index, b in enumerate(sizes):
+        n = math.ceil(SAMPLES / b)
+        data.handle(
+            make_event("run_started", run=index, batch_size=b, seed=0, steps_per_epoch=n, epochs=2, samples=SAMPLES)
+        )
+        if flops:
+            data.runs[index].attrs["flops_per_sample"] = flops
+        wall = 0.0
+        for epoch in range(2):
+            step_time = np.full(n, ALPHA + BETA * b)
+            traced = np.zeros(n, dtype=int)
+            if epoch == 0:
+                step_time[0], traced[0] = 0.8, 1
+            input_wait = np.full(n, wait.get(b, 0.0))
+            fetch = input_wait + 1e-4
+            walls = wall + np.cumsum(fetch + step_time)
+            data.handle(
+                make_event(
+                    "steps",
+                    run=index,
+                    step=list(range(epoch * n, (epoch + 1) * n)),
+                    epoch=[epoch] * n,
+                    loss=[1.0] * n,
+                    batch_size=[b] * n,
+                    step_time=step_time.tolist(),
+                    fetch_time=fetch.tolist(),
+                    input_wait=input_wait.tolist(),
+                    traced=traced.tolist(),
+                    wall_time=walls.tolist(),
+                )
+            )
+            data.handle(
+                make_event(
+                    "epoch_ended",
+                    run=index,
+                    epoch=epoch,
+                    train_loss=1.0,
+                    epoch_time=float(walls[-1] - wall),
+                    wall_time=float(walls[-1]),
+                    traced_steps=int(traced.sum()),
+                    rss_peak_bytes=int(M0 + M1 * b),
+                )
+            )
+            wall = float(walls[-1])
+        data.handle(make_event("run_ended", run=index, status="ok", message="", total_time=wall))
+    return data
+
+
+def test_the_explanation_states_the_fitted_alpha_beta_and_knee_and_both_regimes():
+    text = "\n".join(explain_sweep(synthetic_sweep()))
+    assert "alpha = 2 ms per step" in text and "beta = 20 µs per sample" in text
+    assert "B* = alpha/beta = 100 samples" in text
+    assert "batch 8-32: the fixed per-step cost is 93%-76% of each step" in text
+    assert "batch 128-512: compute is 56%-84% of each step" in text
+    assert "50,000 samples/s" in text  # 1 / beta
+    assert "m0 = 700 MiB" in text and "m1 = 0.5 MiB per sample" in text
+    assert "slower than" not in text  # no batch is slower here, so none is explained
+
+
+def test_a_slower_big_batch_is_put_down_to_the_input_wait_the_data_show():
+    # Batch 512 waits 30 ms per step for its input: its epoch is slower than batch 128's.
+    text = "\n".join(explain_sweep(synthetic_sweep(wait={512: 0.03})))
+    match = re.search(r"Batch 512 is slower than batch 128 \(steady epoch ([\d.]+) s vs ([\d.]+) s\): (.*)", text)
+    assert match, text
+    assert "it waited for input" in match.group(3)
+    assert "per sample" not in match.group(3)  # its compute per sample did not change: not claimed
+
+
+def test_utilisation_is_reported_only_against_a_known_peak():
+    sweep = synthetic_sweep()
+    without = "\n".join(explain_sweep(sweep))
+    assert "no matmul peak is measured" in without and "%" not in without.split("FLOPs:")[1].split("\n")[0]
+    best = FLOPS * max(r.figures.samples_per_s for r in sweep.ordered_runs())
+    with_peak = "\n".join(explain_sweep(sweep, peak_flops=10 * best))
+    assert "10.0% at batch 512" in with_peak
+    no_flops = "\n".join(explain_sweep(synthetic_sweep(flops=None), peak_flops=1e12))
+    assert "does not record the model's FLOPs" in no_flops and "Utilisation" not in no_flops
+
+
+def test_report_of_a_real_sweep_prints_alpha_beta_and_the_knee(tmp_path):
+    out = tmp_path / "three.h5"
+    args = [*TINY, "--batch-sizes", "8,32,128", "--samples", "512", "--epochs", "2", "--out", out, "--quiet"]
+    sweep = batchlab("sweep", *args, env={"BATCHLAB_CACHE_DIR": str(tmp_path / "cache")})
+    assert sweep.returncode == 0, sweep.stderr
+    report = batchlab("report", out, env={"BATCHLAB_CACHE_DIR": str(tmp_path / "cache")})
+    assert report.returncode == 0, report.stderr
+    text = " ".join(report.stdout.split())  # paragraphs are wrapped
+    fit = sweep_step_time(SweepData.from_file(out))
+    match = re.search(r"alpha = (-?[\d.]+) (ms|µs|s) per step .*? beta = ([\d.e+-]+) (ms|µs|s) per sample", text)
+    assert match, report.stdout
+    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
+    assert float(match.group(1)) * scale[match.group(2)] == pytest.approx(fit.alpha, rel=0.01)
+    assert float(match.group(3)) * scale[match.group(4)] == pytest.approx(fit.beta, rel=0.01)
+    if fit.alpha > 0 and fit.beta > 0:
+        assert f"B* = alpha/beta = {fit.knee:.0f} samples" in text
+    else:
+        assert "no knee" in text
+    assert "MFLOP per training sample" in text  # the child counted the model's FLOPs
+    assert "no matmul peak is measured" in text  # an empty cache: no utilisation claimed
