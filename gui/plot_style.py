@@ -80,7 +80,9 @@ def apply_plot_colours(widget: pg.PlotWidget) -> None:
     legend = item.legend
     if legend is not None:
         legend.setBrush(legend_brush())
-        legend.setLabelTextColor(fg)
+        legend.setLabelTextColor(fg)  # entries added from now on
+        for _sample, label in legend.items:  # setLabelTextColor does not redraw the existing ones
+            label.setText(label.text, color=fg)
     item.update()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from batchlab.core.presets import PRESETS
 from batchlab.gui import help as help_dialogs
@@ -96,10 +98,12 @@ def test_batch_size_ticks_are_thinned_where_labels_would_touch(qapp):
 @pytest.mark.parametrize("name", ["light", "dark"])
 def test_theme_text_is_readable_and_plots_follow(main_window, light_afterwards, name):
     w = main_window
-    w.actions.theme_actions[name].trigger()
     w.setup.set_values({"epochs": "x"})  # an error message under a field
     w.open_compare(write_run_file(w.settings.fileName() + ".b.h5", epochs=1))
     w.open_file(write_run_file(w.settings.fileName() + ".a.h5", epochs=2))
+    QApplication.processEvents()  # legends filled in the theme before, then switched
+    w.actions.theme_actions["dark" if name == "light" else "light"].trigger()
+    w.actions.theme_actions[name].trigger()
     QApplication.processEvents()
     theme = themes.THEMES[name]
     assert w.theme is theme and w.theme_choice == name and w.settings.value(themes.THEME_KEY) == name
@@ -130,6 +134,9 @@ def test_theme_text_is_readable_and_plots_follow(main_window, light_afterwards, 
         for axis in ("left", "bottom"):
             ink = plot.getPlotItem().getAxis(axis).textPen().color()
             assert themes.contrast_ratio(ink, background) >= themes.MIN_CONTRAST
+        for _sample, label in plot.getPlotItem().legend.items:  # the colour the text is drawn in
+            drawn = re.search(r"color:\s*(#[0-9a-fA-F]{6})", label.item.toHtml()).group(1)
+            assert themes.contrast_ratio(drawn, background) >= themes.MIN_CONTRAST, (label.text, drawn)
     # every curve colour stands out from the plot background (the palette's black is drawn light on dark)
     for batch in (8, 16, 32, 64, 128, 256, 512, 1024):
         assert themes.contrast_ratio(w.colours.colour(batch), theme.plot_background) >= 1.8, batch
