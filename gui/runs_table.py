@@ -50,8 +50,9 @@ COLUMNS: list[tuple[str, Callable[[str, RunData], object], Callable[[object], st
     ("final loss", lambda s, r: metric_value(r, "final_loss"), _num(".5g")),
 ]
 SWEEP_COLUMN = 0  # shown only while two sweeps are compared
+SEED_COLUMN = 4  # shown only when the runs have more than one seed
 SWEEP_COLUMN_MAX_PX = 220  # longer sweep names are elided (the full name is in the tooltip)
-NUMBER_PAD_PX = 14  # room for a running run's numbers to grow a digit between column fits
+NUMBER_PAD_PX = 8  # room for a running run's numbers to grow a digit between column fits
 STATUS_COLOURS = dict(theme.LIGHT.status_backgrounds)  # the window sets its theme's (set_status_colours)
 
 
@@ -122,6 +123,10 @@ class RunsModel(QAbstractTableModel):
         data = self.sources.get(source)
         return data.label if data is not None and data.label else source
 
+    def seeds(self) -> set[int]:
+        """The seeds of the runs shown."""
+        return {run.seed for _s, run in self._rows}
+
     def key(self, row: int) -> RunKey:
         source, run = self._rows[row]
         return (source, run.index)
@@ -134,7 +139,10 @@ class RunsModel(QAbstractTableModel):
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 (Qt override)
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section][0]
+            # two lines (units, or the second word, below): one-line headers made the table wider
+            # than a 1440 px window has room for, so "final loss" was cut off
+            title = COLUMNS[section][0]
+            return title.replace(" (", "\n(") if " (" in title else title.replace(" ", "\n", 1)
         return None
 
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
@@ -211,6 +219,9 @@ class RunsTable(QTableView):
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setAlternatingRowColors(True)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # Always there: a scroll bar that appears after the columns were fitted takes its width from
+        # the stretched last column, which then runs past the view ("final loss" cut off)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(22)
         # Sized to the contents when rows come or a run ends, not on every change: ResizeToContents
@@ -241,16 +252,18 @@ class RunsTable(QTableView):
     def fit_columns(self) -> None:
         """Size the columns to their contents and headers, the last one still filling the rest of the width.
 
-        The sweep column shows only while sweeps are compared, at most SWEEP_COLUMN_MAX_PX wide (its
-        names are elided, whole in the tooltip), so a long file name never pushes the numbers out.
+        The seed column shows only when there is more than one seed, the sweep column only while
+        sweeps are compared, at most SWEEP_COLUMN_MAX_PX wide (its names are elided, whole in the
+        tooltip), so a long file name never pushes the numbers out.
         """
         self.setColumnHidden(SWEEP_COLUMN, len(self.runs_model.sources) < 2)
-        self.resizeColumnsToContents()
+        self.setColumnHidden(SEED_COLUMN, len(self.runs_model.seeds()) < 2)
         header = self.horizontalHeader()
+        header.setStretchLastSection(False)  # sized to contents first, then it fills the rest again
+        self.resizeColumnsToContents()
         for column in range(1, self.runs_model.columnCount()):
             header.resizeSection(column, header.sectionSize(column) + NUMBER_PAD_PX)
         header.resizeSection(SWEEP_COLUMN, min(header.sectionSize(SWEEP_COLUMN), SWEEP_COLUMN_MAX_PX))
-        header.setStretchLastSection(False)  # sizing to contents dropped the stretch; set it again
         header.setStretchLastSection(True)
 
     def selected_keys(self) -> set[RunKey]:

@@ -69,6 +69,7 @@ def test_runs_table_headers_and_numbers_whole_and_sweep_column_only_when_compari
     assert w.open_file(a)
     QApplication.processEvents()
     assert w.table.isColumnHidden(0)  # one sweep: no sweep column repeating its file name
+    assert w.table.isColumnHidden(4)  # one seed: no seed column
     assert not clipped_headers(w.table) and not clipped_cells(w.table)
     assert w.open_compare(b)
     QApplication.processEvents()
@@ -80,6 +81,17 @@ def test_runs_table_headers_and_numbers_whole_and_sweep_column_only_when_compari
     assert not numbers
     w.close_compare()
     assert w.table.isColumnHidden(0)
+
+
+def test_every_column_of_one_sweep_in_view_at_1440x900(main_window, tmp_path):
+    """ "final loss" was cut off at 1440x900: the columns now fit the table without scrolling sideways."""
+    w = main_window
+    w.resize(1440, 900)
+    assert w.open_file(write_run_file(tmp_path / "s.h5", batch_sizes=(8, 16, 32, 64, 128, 256, 512)))
+    QApplication.processEvents()
+    header = w.table.horizontalHeader()
+    assert header.length() <= w.table.viewport().width()
+    assert not clipped_headers(w.table) and not clipped_cells(w.table)
 
 
 def test_batch_size_ticks_are_thinned_where_labels_would_touch(qapp):
