@@ -49,6 +49,7 @@ from PySide6.QtWidgets import (
 
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
+CANNOT_RUN = "Cannot run yet:"  # the status bar's start when Ctrl+R explains invalid fields
 SETUP_MAX_PX = 440  # the setup panel's first width at most (it scrolls when the splitter makes it narrower)
 
 
@@ -105,7 +106,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         # The timer calls self.refresh (looked up then), so a tick is one call of the window's refresh.
         show_status, tick = (lambda: self._update_progress()), (lambda: self.refresh())
         self.refresher.attach(self.live, self.summary, self.table, show_status=show_status, on_tick=tick)
-        self.setup.validity_changed.connect(lambda _ok: self._update_actions())
+        self.setup.validity_changed.connect(self._on_validity)
         self.table.selection_changed.connect(self._on_selection)
         self._restore_settings()
         self._update_actions()
@@ -186,12 +187,17 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     # ------------------------------------------------------------ running a sweep
 
+    def _on_validity(self, valid: bool) -> None:
+        self._update_actions()
+        if valid and self.status_label.text().startswith(CANNOT_RUN):  # what Ctrl+R said is fixed now
+            self.status_label.setText("Ready")
+
     def explain_invalid(self) -> str | None:
         """Say in the status bar why Run cannot start and put the cursor in the first field to fix; the message."""
         field = self.setup.first_error()
         if field is None:
             return None
-        message = f"Cannot run yet: {self.setup.field_label(field)}: {self.setup.errors[field]}"
+        message = f"{CANNOT_RUN} {self.setup.field_label(field)}: {self.setup.errors[field]}"
         self.status_label.setText(message)
         self.setup.focus_field(field)
         return message

@@ -36,6 +36,7 @@ class PngOptions(QDialog):
         self.dpi_box.setValue(dpi)
         self.summary = QLabel()
         self.summary.setProperty("role", "muted")
+        self.summary.setWordWrap(True)
         form.addRow("Width", self.width_box)
         form.addRow("Resolution", self.dpi_box)
         form.addRow(self.summary)

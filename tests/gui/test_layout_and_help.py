@@ -242,6 +242,7 @@ def test_ctrl_r_on_invalid_fields_says_why_and_focuses_the_first(main_window, qt
     assert QApplication.focusWidget() is w.setup.epochs
     w.setup.set_values({"epochs": "2", "seeds": "0"})
     assert w.actions["run"].isEnabled() and not w.explain_shortcut.isEnabled()  # one owner of Ctrl+R at a time
+    assert w.status_label.text() == "Ready"  # the explanation does not outlive the problem
 
 
 def test_fields_the_optimizer_ignores_are_disabled_and_not_checked(main_window):
