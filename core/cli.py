@@ -38,7 +38,7 @@ SWEEP_OPTIONS = (
     ("--data", "data", "bundled (default), keras:mnist, keras:fashion_mnist, keras:cifar10, or a .npz/.h5 file"),
     ("--samples", "samples", "training samples used, the first N of the data"),
     ("--val-samples", "val_samples", "validation samples from the test split (0 = none; data without one: a warning)"),
-    ("--epochs", "epochs", "epochs per run"),
+    ("--epochs", "epochs", "epochs per run (with --target: the most a run may train; also --max-epochs)"),
     ("--batch-sizes", "batch_sizes", "comma-separated, e.g. 8,16,32"),
     ("--optimizer", "optimizer", f"{', '.join(OPTIMIZERS)} (model: the .keras file's own)"),
     ("--lr", "lr", "learning rate (default: the preset's; \"\" = the optimizer's own default)"),
@@ -47,6 +47,21 @@ SWEEP_OPTIONS = (
     ("--device", "device", "auto (default), cpu or gpu:N"),
     ("--loop", "loop", "loop (default: BatchLab's loop, every step timed) or fit (model.fit, timed as fit sees it)"),
     ("--sync", "sync", "every_step (default) or sampled: how often the loop waits for the device to time a step"),
+    (
+        "--target",
+        "target",
+        "train until METRIC is strictly better than VALUE, METRIC=VALUE with METRIC train_loss, val_loss (met "
+        "below), val_accuracy (above) or val_error (below), e.g. val_accuracy=0.98; the budget is the maximum",
+    ),
+    ("--eval-every", "eval_every", "evaluate every N optimizer steps, and at every epoch end (default: epoch ends)"),
+)
+# Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
+BUDGET_OPTIONS = (
+    ("--max-epochs", "epochs"),
+    ("--steps", "steps"),
+    ("--max-steps", "steps"),
+    ("--examples", "examples"),
+    ("--max-examples", "examples"),
 )
 
 
@@ -60,6 +75,17 @@ def _build_parser() -> argparse.ArgumentParser:
         sweep.add_argument(option, default=None, help=help_text)
     sweep.add_argument("--shuffle", dest="shuffle", action="store_true", default=None, help="reshuffle every epoch")
     sweep.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="consecutive slices, fixed order")
+    for option, unit in BUDGET_OPTIONS:
+        what = "optimizer steps" if unit == "steps" else f"training {unit}"
+        sweep.add_argument(
+            option, default=None, help=f"budget: {what} per run" + (" (with --target)" * ("max" in option))
+        )
+    sweep.add_argument(
+        "--keep-training",
+        action="store_true",
+        default=None,
+        help="with --target: train on to the budget after the target was met (default: stop there)",
+    )
     sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
     sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
@@ -116,9 +142,12 @@ class _Interrupts:
 
 def _print_table(path: Path) -> None:
     from batchlab.core.model import SweepData
-    from batchlab.core.table import format_table, summary_rows
+    from batchlab.core.table import format_table, summary_rows, target_line
 
     sweep = SweepData.from_file(path)
+    line = target_line(sweep.spec)
+    if line:
+        print(line)
     print(format_table(summary_rows(sweep)))
     _print_explanation(sweep)
 
@@ -140,11 +169,28 @@ def _print_explanation(sweep) -> None:
         print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
 
 
+def _budget_values(args: argparse.Namespace) -> dict[str, Any]:
+    """budget_unit and its amount (the `epochs` field) from whichever budget option was given; none: the preset's."""
+    given = [("--epochs", "epochs", args.epochs)] if args.epochs is not None else []
+    given += [(o, unit, getattr(args, o[2:].replace("-", "_"))) for o, unit in BUDGET_OPTIONS]
+    given = [g for g in given if g[2] is not None]
+    if len(given) > 1:
+        raise SpecError(
+            "budget", f"{given[0][0]} and {given[1][0]} both set the budget; give one of --epochs, --steps, --examples"
+        )
+    if not given:
+        return {}
+    _option, unit, amount = given[0]
+    return {"budget_unit": unit, "epochs": amount}
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
     values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
     values["shuffle"] = args.shuffle
+    values["keep_training"] = args.keep_training
+    values.update(_budget_values(args))
     spec = build_spec(values)
     if args.out:
         out = check_run_file(args.out, overwrite=args.overwrite)
@@ -173,7 +219,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from batchlab.core.model import SweepData
-    from batchlab.core.table import format_table, summary_rows
+    from batchlab.core.table import format_table, summary_rows, target_line
 
     sweep = SweepData.from_file(args.file)  # the same model, and so the same figures, as the window
     rows = summary_rows(sweep)
@@ -183,6 +229,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     env = sweep.environment
     print(f"{args.file}: sweep {sweep.status}; {env.get('device_description', 'unknown device')}")
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
+    line = target_line(sweep.spec)
+    if line:
+        print(line)
     print(format_table(rows))
     _print_explanation(sweep)
     return EXIT_OK

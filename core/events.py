@@ -17,6 +17,8 @@ Event types, in the order a sweep emits them:
 - ``steps``: ``run``, and one list per column of ``STEP_COLUMNS``; sent every
   ``STEP_FLUSH_SECONDS`` while a run trains
 - ``epoch_ended``: ``run``, and one value per column of ``EPOCH_COLUMNS``
+- ``evaluation``: ``run``, and one value per column of ``EVAL_COLUMNS``: one evaluation point
+  (runs with a target or ``eval_every``; see core/targets.py for the metrics)
 - ``run_ended``: ``run``, ``status`` (one of ``RUN_STATUSES``), ``message``,
   ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s`` (from untraced
   steps/epochs) and ``tracing_time_s`` (one-time cost of tracing: traced steps' time minus what
@@ -39,8 +41,9 @@ EPOCH_ENDED = "epoch_ended"
 RUN_ENDED = "run_ended"
 LOG = "log"
 SWEEP_ENDED = "sweep_ended"
+EVALUATION = "evaluation"
 
-EVENT_TYPES = (SWEEP_STARTED, RUN_STARTED, STEPS, EPOCH_ENDED, RUN_ENDED, LOG, SWEEP_ENDED)
+EVENT_TYPES = (SWEEP_STARTED, RUN_STARTED, STEPS, EPOCH_ENDED, RUN_ENDED, LOG, SWEEP_ENDED, EVALUATION)
 
 # How often a training run sends its step records (seconds): often enough for live plots and for a
 # killed child to lose at most this much, seldom enough that the pipe and the GUI are never flooded.
@@ -124,7 +127,29 @@ EPOCH_COLUMNS = (
     Column("wall_time", "float64", "s", "time since the run's first step began, at the end of this epoch"),
 )
 
+# Per-evaluation record (train to target, eval_every): where the run stood and what the metrics were.
+EVAL_COLUMNS = (
+    Column("steps", "int64", "", "optimizer steps taken before this evaluation"),
+    Column("examples", "int64", "samples", "training examples seen before this evaluation"),
+    Column("epochs", "float64", "", "examples / training samples per epoch (fractional epochs)"),
+    Column("wall_time", "float64", "s", "the run's clock (as steps/wall_time) when the evaluation began"),
+    Column(
+        "train_wall_time",
+        "float64",
+        "s",
+        "training time when the evaluation began: time since the run's first step began, without any "
+        "evaluation or validation pass",
+    ),
+    Column("eval_time", "float64", "s", "wall time of this evaluation (its validation pass), not training time"),
+    Column("at_epoch_end", "int8", "", "1 if this evaluation is an epoch's end, else 0"),
+    Column("train_loss", "float64", "", "sample-weighted mean of the mini-batch losses since the previous evaluation"),
+    Column("val_loss", "float64", "", "validation loss (NaN when validation is off)"),
+    Column("val_accuracy", "float64", "", "validation accuracy (NaN without labels)"),
+    Column("val_error", "float64", "", "1 - val_accuracy"),
+)
+
 STEP_COLUMN_NAMES = tuple(c.name for c in STEP_COLUMNS)
+EVAL_COLUMN_NAMES = tuple(c.name for c in EVAL_COLUMNS)
 EPOCH_COLUMN_NAMES = tuple(c.name for c in EPOCH_COLUMNS)
 
 

@@ -18,6 +18,11 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
   ``traced_steps`` column: the epochs after the first).
 - tracing cost (s): ``sum(step_time[traced]) - n_traced * median(step_time[untraced])``; without
   a ``traced`` column, run_ended's ``tracing_time_s`` if it came, else NaN.
+- train to target (Shallue's rule, core/targets.py): the first evaluation point (``evals`` table)
+  whose metric is strictly better than the run's ``target`` attribute; its ``steps``,
+  ``examples``, ``epochs`` and ``train_wall_time`` (training time without evaluation passes) are
+  steps/examples/epochs/time to target; NaN and ``target_reached`` = 0 when none is (not reached
+  within the budget), -1 when the run has no target.
 - peak memory (bytes, -1 unknown): from ``tf_peak_bytes``, else ``device_memory_bytes``, else
   ``rss_peak_bytes``: the largest over all epochs, the first epoch's, and the largest over the
   epochs after the first (steady state, without the first epoch's autotuning scratch).
@@ -32,6 +37,7 @@ from typing import Any
 
 import numpy as np
 from batchlab.core import events as ev
+from batchlab.core.targets import NOT_REACHED, TargetSyntaxError, parse_target, target_result
 
 # Memory columns in the order they are preferred (see peak_memory_source).
 MEMORY_SOURCES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
@@ -53,6 +59,11 @@ class RunFigures:
     first_epoch_peak_bytes: int  # the first epoch's (includes autotuning scratch)
     steady_peak_bytes: int  # largest over the epochs after the first
     peak_memory_source: str | None  # the epoch column the three peaks come from
+    target_reached: int = -1  # 1 reached, 0 not reached (within the budget so far), -1 the run has no target
+    steps_to_target: float = math.nan  # optimizer steps before the evaluation that met the target
+    examples_to_target: float = math.nan  # training examples seen by then
+    epochs_to_target: float = math.nan  # fractional epochs by then
+    time_to_target: float = math.nan  # s of training (evaluation and validation passes left out)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,9 +72,12 @@ class RunFigures:
 FIGURE_NAMES = tuple(RunFigures.__dataclass_fields__)
 
 
-def run_figures(steps: Table, epochs: Table, attrs: Mapping[str, Any] | None = None) -> RunFigures:
-    """All figures of one run from its step and epoch columns and its run attributes (see module docstring)."""
+def run_figures(
+    steps: Table, epochs: Table, attrs: Mapping[str, Any] | None = None, evals: Table | None = None
+) -> RunFigures:
+    """All figures of one run from its step, epoch and evaluation columns and run attributes (module docstring)."""
     attrs = attrs or {}
+    reached, to_target = target_figures(evals or {}, attrs)
     source = peak_memory_source(epochs)
     first_peak, steady_peak, peak = _peaks(epochs, source)
     steady = _steady_steps(steps)
@@ -79,7 +93,25 @@ def run_figures(steps: Table, epochs: Table, attrs: Mapping[str, Any] | None = N
         first_epoch_peak_bytes=first_peak,
         steady_peak_bytes=steady_peak,
         peak_memory_source=source,
+        target_reached=reached,
+        steps_to_target=to_target.steps,
+        examples_to_target=to_target.examples,
+        epochs_to_target=to_target.epochs,
+        time_to_target=to_target.time,
     )
+
+
+def target_figures(evals: Table, attrs: Mapping[str, Any]):
+    """(target_reached: 1/0/-1, TargetResult) of a run from its evaluation points and its `target` attribute."""
+    text = attrs.get("target")
+    if not text:
+        return -1, NOT_REACHED
+    try:
+        target = parse_target(str(text))
+    except TargetSyntaxError:
+        return -1, NOT_REACHED
+    result = target_result(target, evals)
+    return int(result.reached), result
 
 
 def final_loss(steps: Table, epochs: Table) -> float:

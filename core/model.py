@@ -108,16 +108,20 @@ class RunData:
     attrs: dict[str, Any] = field(default_factory=dict)  # run_started / run_ended fields, or the file's
     steps: Columns = field(default_factory=lambda: Columns(ev.STEP_COLUMNS))
     epochs: Columns = field(default_factory=lambda: Columns(ev.EPOCH_COLUMNS, capacity=16))
+    evals: Columns = field(default_factory=lambda: Columns(ev.EVAL_COLUMNS, capacity=16))  # evaluation points
     version: int = field(default_factory=next_version)  # any change
     steps_version: int = field(default_factory=next_version)  # new step rows
     epochs_version: int = field(default_factory=next_version)  # new epoch rows
+    evals_version: int = field(default_factory=next_version)  # new evaluation rows
     _figures: tuple[int, RunFigures] | None = field(default=None, repr=False, compare=False)
 
     def touch(self) -> None:
         self.version = next_version()
 
     def table_version(self, table: str) -> int:
-        """Version of the "steps" or "epochs" table: plots of one table skip redraws when only the other grew."""
+        """Version of the "steps", "epochs" or "evals" table: plots of one table skip redraws when another grew."""
+        if table == "evals":
+            return self.evals_version
         return self.steps_version if table == "steps" else self.epochs_version
 
     @property
@@ -128,7 +132,7 @@ class RunData:
     def figures(self) -> RunFigures:
         """Every per-run figure (see run_figures), recomputed only when the run changed."""
         if self._figures is None or self._figures[0] != self.version:
-            figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs)
+            figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs, self.evals.as_dict())
             self._figures = (self.version, figures)
         return self._figures[1]
 
@@ -136,9 +140,12 @@ class RunData:
         """How far this run got, 0..1, from its steps and its planned total."""
         if self.status not in ("pending", "running"):
             return 1.0
-        if not self.steps_per_epoch or not self.epochs_planned:
+        planned = _int_or_none(self.attrs.get("planned_steps"))  # steps/examples budgets end inside an epoch
+        if not planned and self.steps_per_epoch and self.epochs_planned:
+            planned = self.steps_per_epoch * self.epochs_planned
+        if not planned:
             return 0.0
-        return min(1.0, len(self.steps) / (self.steps_per_epoch * self.epochs_planned))
+        return min(1.0, len(self.steps) / planned)
 
 
 def _scalar_fields(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -178,6 +185,7 @@ class SweepData:
             ev.RUN_ENDED: self._on_run_ended,
             ev.LOG: self._on_log,
             ev.SWEEP_ENDED: self._on_sweep_ended,
+            ev.EVALUATION: self._on_evaluation,
         }
 
     # ------------------------------------------------------------ live events
@@ -227,6 +235,12 @@ class SweepData:
         run.epochs_version = next_version()
         run.touch()
 
+    def _on_evaluation(self, e: Mapping[str, Any]) -> None:
+        run = self._run(int(e["run"]))
+        run.evals.extend({k: e[k] for k in run.evals.names() if k in e})
+        run.evals_version = next_version()
+        run.touch()
+
     def _on_run_ended(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
         run.attrs.update(_scalar_fields(e))
@@ -267,6 +281,7 @@ class SweepData:
             run.epochs_planned = _int_or_none(rec.attrs.get("epochs"))
             run.steps.extend(dict(rec.steps or {}))
             run.epochs.extend(dict(rec.epochs or {}))
+            run.evals.extend(dict(rec.evals or {}))
             data.runs[run.index] = run
         return data
 

@@ -21,6 +21,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "device": "auto",
     "loop": "loop",
     "sync": "every_step",
+    "target": None,  # train the whole budget
+    "eval_every": None,  # evaluations at epoch ends only (with a target)
+    "keep_training": False,
 }
 
 

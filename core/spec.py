@@ -15,6 +15,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS, WORKLOADS, preset_defaults
+from batchlab.core.targets import (
+    ACCURACY_METRICS,
+    VALIDATION_METRICS,
+    Target,
+    TargetSyntaxError,
+)
+from batchlab.core.targets import parse_target as parse_target_text
 
 # The optimizers a user can name, each with its class in keras.optimizers (the training child builds
 # it from this table), plus "model": keep the optimizer compiled into a .keras file.
@@ -30,7 +37,7 @@ OPTIMIZER_CLASSES = {
 MODEL_OPTIMIZER = "model"
 OPTIMIZERS = (*OPTIMIZER_CLASSES, MODEL_OPTIMIZER)
 MOMENTUM_OPTIMIZERS = ("sgd", "rmsprop")  # the ones that take a momentum argument
-BUDGET_UNITS = ("epochs",)  # steps, examples and train-to-target come later
+BUDGET_UNITS = ("epochs", "steps", "examples")  # with a target, the budget is the most a run may train
 BUNDLED_DATA = "bundled"
 KERAS_PREFIX = "keras:"
 KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10")
@@ -54,10 +61,34 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class Budget:
-    """How long each run trains: `amount` of `unit`. Only whole epochs for now."""
+    """How long each run trains: `amount` of `unit` (epochs, optimizer steps or training examples).
+
+    A steps or examples budget may end inside an epoch; that last, partial epoch has steps but
+    no epoch row. An examples budget ends after the step that reaches `amount` examples.
+    """
 
     unit: str
     amount: int
+
+    def steps(self, samples: int, batch_size: int) -> int:
+        """Optimizer steps a run of `batch_size` trains on `samples` training samples."""
+        per_epoch = math.ceil(samples / batch_size)
+        if self.unit == "steps":
+            return self.amount
+        if self.unit == "examples":
+            full, rest = divmod(self.amount, samples)
+            return full * per_epoch + math.ceil(rest / batch_size)
+        return self.amount * per_epoch
+
+    def examples(self, samples: int, batch_size: int) -> int:
+        """Training examples those steps see (the last batch of an epoch may be short)."""
+        per_epoch = math.ceil(samples / batch_size)
+        full, rest = divmod(self.steps(samples, batch_size), per_epoch)
+        return full * samples + min(rest * batch_size, samples)
+
+    def epochs(self, samples: int, batch_size: int) -> int:
+        """Epochs the run starts, the last one possibly partial."""
+        return math.ceil(self.steps(samples, batch_size) / math.ceil(samples / batch_size))
 
 
 @dataclass(frozen=True)
@@ -80,10 +111,24 @@ class SweepSpec:
     device: str = _DEFAULTS["device"]
     loop: str = _DEFAULTS["loop"]  # training engine: BatchLab's instrumented loop, or model.fit with a timing callback
     sync: str = _DEFAULTS["sync"]  # instrumented loop: sync the device after every step, or only on sampled steps
+    target: str | None = _DEFAULTS["target"]  # "val_accuracy=0.98" (core/targets.py); None: train the whole budget
+    eval_every: int | None = _DEFAULTS["eval_every"]  # steps between evaluations (also at epoch ends); None: epoch ends
+    keep_training: bool = _DEFAULTS["keep_training"]  # train on to the budget after the target was met
 
     @property
     def epochs(self) -> int:
+        """The budget's amount (epochs for an epochs budget; see `budget` for the unit)."""
         return self.budget.amount
+
+    @property
+    def target_spec(self) -> Target | None:
+        """The parsed target, or None when runs train their whole budget."""
+        return parse_target_text(self.target) if self.target else None
+
+    @property
+    def evaluates(self) -> bool:
+        """True when runs record evaluation points (a target, or evaluations every N steps)."""
+        return self.target is not None or self.eval_every is not None
 
     def runs(self) -> list[RunSpec]:
         """One run per (seed, batch size); seed-major so the first pass covers every batch size."""
@@ -224,6 +269,35 @@ def parse_budget_unit(value: Any) -> str:
     return _choice("budget_unit", value, BUDGET_UNITS)
 
 
+def parse_budget_amount(unit: str, value: Any) -> int:
+    """The budget's amount, with the unit's own name and message (the field is `epochs` in flat values)."""
+    if unit == "epochs":
+        return parse_epochs(value)
+    what = f"the {unit} budget must be a whole number >= 1" + (" (optimizer steps)" if unit == "steps" else "")
+    return _int(unit, value, 1, what)
+
+
+def parse_target(value: Any) -> str | None:
+    """A target as METRIC=VALUE (core/targets.py), stored in its canonical text; blank: no target."""
+    if _blank(value):
+        return None
+    try:
+        return parse_target_text(str(value)).text
+    except TargetSyntaxError as e:
+        raise SpecError("target", str(e)) from None
+
+
+def parse_eval_every(value: Any) -> int | None:
+    """Steps between evaluations (each epoch end is one too); blank: at epoch ends only."""
+    if _blank(value):
+        return None
+    return _int("eval_every", value, 1, "evaluate every N optimizer steps, N a whole number >= 1 (empty = epoch ends)")
+
+
+def parse_keep_training(value: Any) -> bool:
+    return _bool("keep_training", value)
+
+
 def _choice(field_name: str, value: Any, allowed: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in allowed:
@@ -268,6 +342,10 @@ def parse_momentum(value: Any) -> float:
 
 
 def parse_shuffle(value: Any) -> bool:
+    return _bool("shuffle", value)
+
+
+def _bool(field_name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -275,7 +353,7 @@ def parse_shuffle(value: Any) -> bool:
         return True
     if text in ("0", "false", "no", "off"):
         return False
-    raise SpecError("shuffle", f"{value!r} is not allowed; use true or false")
+    raise SpecError(field_name, f"{value!r} is not allowed; use true or false")
 
 
 def parse_device(value: Any) -> str:
@@ -364,6 +442,9 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "device": parse_device,
     "loop": parse_loop,
     "sync": parse_sync,
+    "target": parse_target,
+    "eval_every": parse_eval_every,
+    "keep_training": parse_keep_training,
 }
 
 
@@ -421,7 +502,14 @@ def _parse_all(
             parsed[name] = parser(merged.get(name))
         except SpecError as e:
             errors[name] = e
+    unit = parsed.get("budget_unit", "epochs")
+    if "epochs" in errors and unit != "epochs":  # the amount of a steps/examples budget: its own name and message
+        try:
+            parse_budget_amount(unit, merged.get("epochs"))
+        except SpecError as e:
+            errors["epochs"] = e
     _check_combinations(parsed, errors)
+    _check_target(parsed, errors)
     return parsed, errors
 
 
@@ -441,6 +529,44 @@ def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None
         errors["optimizer"] = SpecError(
             "optimizer", f"{MODEL_OPTIMIZER!r} (keep the model file's optimizer) only works with a .keras model file"
         )
+
+
+def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """A target (and budget) the run can meet: its metric exists for the task, the engine supports it."""
+    target = parse_target_text(p["target"]) if p.get("target") else None
+    if target is not None and "target" not in errors:
+        if target.metric in ACCURACY_METRICS and p.get("workload") == "autoencoder":
+            errors["target"] = SpecError(
+                "target",
+                f"{target.text}: the autoencoder has no accuracy, so this target can never be met; "
+                "use a val_loss or train_loss target",
+            )
+        elif target.metric in VALIDATION_METRICS and p.get("val_samples") == 0:
+            errors["target"] = SpecError(
+                "target",
+                f"{target.text} needs validation, but val_samples is 0; set val_samples above 0 "
+                "or use a train_loss target",
+            )
+        elif target.metric.endswith("_loss") and target.value <= 0 and p.get("workload") != "keras-file":
+            errors["target"] = SpecError(
+                "target", f"{target.text} can never be met: this workload's loss is never below 0; use a value above 0"
+            )
+    if p.get("loop") == "fit" and "loop" not in errors:
+        asks = [
+            name
+            for name, given in (
+                ("a target", p.get("target") is not None),
+                ("eval_every", p.get("eval_every") is not None),
+                (f"a {p.get('budget_unit')} budget", p.get("budget_unit") not in (None, "epochs")),
+            )
+            if given
+        ]
+        if asks:
+            errors["loop"] = SpecError(
+                "loop",
+                f"the fit engine trains whole epochs and has no evaluation points, so it cannot take {asks[0]}; "
+                "use --loop loop (BatchLab's loop supports targets, eval_every and steps/examples budgets)",
+            )
 
 
 def spec_errors(values: Mapping[str, Any]) -> dict[str, SpecError]:
@@ -476,6 +602,7 @@ __all__ = [
     "RunSpec",
     "SpecError",
     "SweepSpec",
+    "Target",
     "build_spec",
     "preset_values",
     "replace",

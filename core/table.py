@@ -24,6 +24,14 @@ TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
     ("first_epoch_peak_bytes", "mem 1st epoch (MiB)", "{:.1f}"),
     ("steady_peak_bytes", "mem steady (MiB)", "{:.1f}"),
 )
+# Shown when any run has a target (train to target): where each run first met it (Shallue's rule).
+TARGET_COLUMNS = (
+    ("steps_to_target", "steps to target", "{:.0f}"),
+    ("epochs_to_target", "epochs to target", "{:.3g}"),
+    ("examples_to_target", "examples to target", "{:.0f}"),
+    ("time_to_target", "time to target (s)", "{:.2f}"),
+)
+NOT_REACHED_TEXT = "not reached within budget"
 BYTES_KEYS = ("peak_memory_bytes", "first_epoch_peak_bytes", "steady_peak_bytes")
 
 
@@ -69,6 +77,39 @@ def _status_cell(status: str, message: str) -> str:
     return f"{status}: {text}"
 
 
+def _target_cells(row: dict[str, Any]) -> list[str]:
+    """The target columns of a run: its figures, or "not reached within budget" for a run that trained its
+    whole budget without meeting the target ("not reached" when it ended otherwise; "-" with no target)."""
+    reached = row.get("target_reached", -1)
+    if reached == 1:
+        return [_cell(key, row.get(key), fmt) for key, _, fmt in TARGET_COLUMNS]
+    status = row.get("status")
+    if reached == 0 and status not in ("pending", "running", "skipped"):
+        why = NOT_REACHED_TEXT if status == "ok" else f"not reached ({status})"
+        return [why] + ["-"] * (len(TARGET_COLUMNS) - 1)
+    return ["-"] * len(TARGET_COLUMNS)
+
+
+def target_line(spec: dict[str, Any]) -> str | None:
+    """What the target columns mean, from a sweep's spec dict: the target, when it is evaluated, the budget."""
+    from batchlab.core.targets import TargetSyntaxError, parse_target
+
+    if not spec.get("target"):
+        return None
+    try:
+        target = parse_target(str(spec["target"]))
+    except TargetSyntaxError:
+        return None
+    every = spec.get("eval_every")
+    when = f"every {every} steps and at epoch ends" if every else "at epoch ends"
+    budget = spec.get("budget") or {}
+    limit = f"; at most {budget.get('amount')} {budget.get('unit')}" if budget else ""
+    return (
+        f"target: {target.describe()} (first evaluation strictly better), evaluated {when}{limit}; "
+        "time to target is training time, evaluation passes left out"
+    )
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     """Plain-text table of summary_rows(), one line per run, for terminals and logs (drawn by rich).
 
@@ -78,9 +119,15 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="", expand=False)
     for _, header, _ in TABLE_COLUMNS:
         table.add_column(header, justify="right", no_wrap=True)
+    targets = any(row.get("target_reached", -1) != -1 for row in rows)
+    if targets:
+        for _, header, _ in TARGET_COLUMNS:
+            table.add_column(header, justify="right", no_wrap=True)
     table.add_column("status", justify="left", no_wrap=True)
     for row in rows:
         cells = [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
+        if targets:
+            cells += _target_cells(row)
         table.add_row(*cells, _status_cell(str(row.get("status", "")), row.get("message", "")))
     console = Console(file=io.StringIO(), width=TABLE_MAX_WIDTH, color_system=None, highlight=False)
     with console.capture() as captured:

@@ -34,7 +34,8 @@ def _native(value: Any) -> Any:
 class RunRecord:
     """One run as the file holds it; `status` is exactly what the writer last wrote.
 
-    `attrs` are the run group's attributes; `steps` and `epochs` map column names to arrays.
+    `attrs` are the run group's attributes; `steps`, `epochs` and `evals` (evaluation points, empty
+    for runs without a target or eval_every) map column names to arrays.
     """
 
     index: int
@@ -45,12 +46,13 @@ class RunRecord:
     attrs: dict[str, Any]
     steps: dict[str, np.ndarray]
     epochs: dict[str, np.ndarray]
+    evals: dict[str, np.ndarray] = field(default_factory=dict)
 
     @cached_property
     def figures(self) -> RunFigures:
         """Every per-run figure, by the one set of rules in batchlab.core.figures (the live model uses the same);
         computed once, since a record read from a file does not change."""
-        return run_figures(self.steps, self.epochs, self.attrs)
+        return run_figures(self.steps, self.epochs, self.attrs, self.evals)
 
     # Shorthands for the figures most scripts want.
     @property
@@ -128,6 +130,7 @@ def _read_run(group: h5py.Group) -> RunRecord:
         attrs=attrs,
         steps=_read_table(group.get("steps")),
         epochs=_read_table(group.get("epochs")),
+        evals=_read_table(group.get("evals")),
     )
 
 

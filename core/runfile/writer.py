@@ -29,6 +29,8 @@ from batchlab.core import __version__
 from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
+    EVAL_COLUMNS,
+    EVALUATION,
     LOG,
     RUN_ENDED,
     RUN_STARTED,
@@ -53,11 +55,21 @@ from batchlab.core.spec import SpecError
 
 STEP_CHUNK = 1024  # rows per chunk: small enough that an epoch flush recompresses little (files ~45% smaller than 4096)
 EPOCH_CHUNK = 64
+EVAL_CHUNK = 64
 LOG_CHUNK = 256
 GZIP_LEVEL = 4
 INTERRUPTED_MESSAGE = "sweep ended before this run finished"
 # NeXus-style tags (NX_class, signal, axes): generic viewers (silx view, HDFView) plot the tables as they are.
-NX_TABLES = {"steps": ("loss", "step"), "epochs": ("train_loss", "epoch")}  # group -> (signal, axes)
+NX_TABLES = {
+    "steps": ("loss", "step"),
+    "epochs": ("train_loss", "epoch"),
+    "evals": ("train_loss", "steps"),
+}  # group -> (signal, axes)
+TABLES = {
+    "steps": (STEP_COLUMNS, STEP_CHUNK),
+    "epochs": (EPOCH_COLUMNS, EPOCH_CHUNK),
+    "evals": (EVAL_COLUMNS, EVAL_CHUNK),
+}
 # Run attributes the writer sets itself; other scalar run_started / run_ended fields are stored as they come.
 RUN_ATTRS = frozenset(
     ("index", "batch_size", "seed", "nice", "status", "message", "pid", "device", "steps_per_epoch", "epochs")
@@ -148,6 +160,7 @@ class RunFileWriter:
             RUN_ENDED: self._run_ended,
             LOG: self._log,
             SWEEP_ENDED: self._sweep_ended,
+            EVALUATION: self._evaluation,
         }
         self._file.create_group("runs").attrs["NX_class"] = "NXcollection"
         self._log_dataset = self._create_log()
@@ -222,11 +235,11 @@ class RunFileWriter:
         return runs[name]
 
     def _table(self, index: int, name: str) -> dict[str, h5py.Dataset]:
-        """The open datasets of a run's steps/ or epochs/ group, created on first use."""
+        """The open datasets of a run's steps/, epochs/ or evals/ group, created on first use."""
         key = (index, name)
         if key in self._columns:
             return self._columns[key]
-        columns, chunk = (STEP_COLUMNS, STEP_CHUNK) if name == "steps" else (EPOCH_COLUMNS, EPOCH_CHUNK)
+        columns, chunk = TABLES[name]
         group = self._run_group(index)
         if name not in group:
             table = group.create_group(name)
@@ -255,6 +268,7 @@ class RunFileWriter:
         """Close a finished run's datasets; call only right after a flush, when their chunks are clean."""
         self._columns.pop((index, "steps"), None)
         self._columns.pop((index, "epochs"), None)
+        self._columns.pop((index, "evals"), None)
 
     def _event_run(self, event: dict[str, Any]) -> int | None:
         """The run index an event names, making sure its group exists; None (and a log line) if it names none."""
@@ -344,6 +358,15 @@ class RunFileWriter:
         for c in EPOCH_COLUMNS:
             _append(epochs[c.name], column_values(c, [event.get(c.name)], 1))
         self.flush()
+
+    def _evaluation(self, event: dict[str, Any]) -> None:
+        index = self._event_run(event)
+        if index is None:
+            return
+        evals = self._table(index, "evals")
+        for c in EVAL_COLUMNS:
+            _append(evals[c.name], column_values(c, [event.get(c.name)], 1))
+        self.flush()  # evaluations are seldom (every eval_every steps at most) and are what a target run is for
 
     def _run_ended(self, event: dict[str, Any]) -> None:
         index = self._event_run(event)

@@ -81,8 +81,9 @@ class SweepProgress:
         self.clock = clock
         self.plan = {r.index: r.batch_size for r in spec.runs()}
         self.total_runs = len(self.plan)
-        self.samples_per_run = spec.samples * spec.epochs
-        self.total = self.total_runs * self.samples_per_run
+        # training examples each run's budget plans (a steps budget plans more at larger batches)
+        self.run_samples = {r.index: spec.budget.examples(spec.samples, r.batch_size) for r in spec.runs()}
+        self.total = sum(self.run_samples.values())
         self.done_runs = 0
         self.current_samples = 0
         self.t0 = clock()
@@ -143,7 +144,9 @@ class SweepProgress:
 
     @property
     def fraction(self) -> float:
-        done = self.done_runs * self.samples_per_run + min(self.current_samples, self.samples_per_run)
+        done = sum(self.run_samples.get(i, 0) for i in self._ended)
+        if self._current_index is not None:
+            done += min(self.current_samples, self.run_samples.get(self._current_index, 0))
         return min(1.0, done / self.total) if self.total else 1.0
 
     def _startup_s(self) -> float:
@@ -198,12 +201,12 @@ class SweepProgress:
             if index in self._ended:
                 continue
             run = self._runs.get(index)
-            to_train = self.samples_per_run - batch  # the first step is part of the start-up cost
+            to_train = self.run_samples[index] - batch  # the first step is part of the start-up cost
             if run is None or run.samples == 0:  # to come, or its process is starting
                 waited = now - self._requested if index == self._next_index() else 0.0
                 remaining += max(0.0, startup - waited) + to_train * per_sample(batch)
             else:
-                remaining += max(0, self.samples_per_run - run.samples) * per_sample(batch)
+                remaining += max(0, self.run_samples[index] - run.samples) * per_sample(batch)
         return remaining
 
     def line(self) -> str:

@@ -110,6 +110,13 @@ class SweepRunner:
             prepared = prepare_arrays(dataset, self.spec.workload, self.spec.samples, self.spec.val_samples)
             self._probe_data = prepared.probe_sample()
             note = validation_note(dataset, self.spec.val_samples)
+            target = self.spec.target_spec
+            if note and target is not None and target.metric.startswith("val_"):
+                raise SpecError(
+                    "target",
+                    f"{target.text} needs validation, but data '{dataset.name}' has no test split (x_test); "
+                    "add x_test and y_test to the file or use a train_loss target",
+                )
             if note:
                 self._warnings.append(note)
         self._data_checked = True

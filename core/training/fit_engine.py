@@ -217,7 +217,9 @@ class FitEngine:
         b = self.setup.run.batch_size
         return max(0, min(b, self.setup.samples - step_in_epoch * b))
 
-    def train(self, epochs: int) -> None:
+    def train(self, epochs: int, max_steps: int | None = None) -> None:
+        """Whole epochs only: the spec refuses steps/examples budgets and targets with this engine, so
+        `max_steps`, when given, is the steps of those epochs."""
         setup = self.setup
         run = setup.run
         validation = (setup.x_val, setup.y_val) if setup.x_val is not None else None

@@ -24,6 +24,7 @@ import tensorflow as tf
 from batchlab.core.datasets import load_dataset, prepare_arrays
 from batchlab.core.events import log_event, now_iso
 from batchlab.core.spec import RunSpec
+from batchlab.core.training.evaluation import Evaluations
 from batchlab.core.training.failures import (
     Diverged,
     StopRequested,
@@ -197,12 +198,29 @@ class InstrumentedLoop:
     SAMPLED_SYNC_EVERY-th step (after first letting the device finish the steps before it) and on
     traced steps, so the device queue keeps the overlap `fit` has; the other steps' losses are read
     at the next sync point (their step_time is NaN, their wall_time the time their launch returned).
+
+    With `evaluations` (a target or eval_every), it evaluates every eval_every steps, at every
+    epoch end and where a steps/examples budget ends inside an epoch. A mid-epoch evaluation
+    pauses the run's clock: the wall_time of later step and epoch rows leaves it out, so step
+    durations and throughput are unchanged. Epoch-end validation stays on that clock, as before.
+    Each evaluation's train_wall_time leaves out every evaluation and validation pass before it.
     """
 
     engine = "loop"
 
-    def __init__(self, setup: RunSetup, hooks: HookList, should_stop: Callable[[], bool], sync: str = SYNC_EVERY_STEP):
+    def __init__(
+        self,
+        setup: RunSetup,
+        hooks: HookList,
+        should_stop: Callable[[], bool],
+        sync: str = SYNC_EVERY_STEP,
+        evaluations: Evaluations | None = None,
+    ):
         self.setup = setup
+        self.evals = evaluations
+        self.max_steps: int | None = None
+        self.paused = 0.0  # s of mid-epoch evaluations: off the clock of step and epoch rows
+        self.eval_total = 0.0  # s of every evaluation and validation pass: off the training time
         self.hooks = hooks
         self.should_stop = should_stop
         self.sync = sync
@@ -222,17 +240,42 @@ class InstrumentedLoop:
         """Seconds since the run's first step began (NaN before training)."""
         return time.perf_counter() - self.t_run0
 
-    def train(self, epochs: int) -> None:
+    def train(self, epochs: int, max_steps: int | None = None) -> None:
+        """Train `epochs` epochs, ending after `max_steps` steps if given (a steps/examples budget),
+        or at the first evaluation that meets the target."""
         self.t_run0 = time.perf_counter()
+        self.max_steps = max_steps
         for epoch in range(epochs):
-            self._epoch(epoch)
+            if self._epoch(epoch):
+                break
 
-    def _epoch(self, epoch: int) -> None:
+    def _clock(self, t: float) -> float:
+        """The run's clock at perf_counter time t: since the first step began, mid-epoch evaluations left out."""
+        return t - self.t_run0 - self.paused
+
+    def _evaluate_mid_epoch(self, pending: list) -> bool:
+        """Evaluate inside an epoch, off the clock; True when the run should stop (target met)."""
+        self._read_pending(pending)  # every step so far reported, so the counts and train loss are current
+        t0 = time.perf_counter()
+        wall, train_wall = self._clock(t0), t0 - self.t_run0 - self.eval_total
+        setup = self.setup
+        if setup.x_val is not None:
+            val_logs = validate(setup.model, setup.x_val, setup.y_val, setup.run.batch_size)
+        else:
+            val_logs = {"val_loss": math.nan, "val_accuracy": math.nan}
+        spent = time.perf_counter() - t0
+        self.paused += spent
+        self.eval_total += spent
+        return self.evals.record(wall, train_wall, spent, val_logs, at_epoch_end=False)
+
+    def _epoch(self, epoch: int) -> bool:
+        """One epoch; True when the run ends inside or right after it (budget used up, target met)."""
         hooks = self.hooks
         hooks.on_epoch_begin(epoch)
         step0 = epoch * self.setup.steps_per_epoch
         pending: list[tuple[dict, Any]] = []  # steps launched whose loss is not read yet (sampled sync)
         t_epoch0, t_epoch0_wall = time.perf_counter(), time.time()
+        paused0 = self.paused
         # Starting the pipeline (threads, first prefetch) costs ~5 ms an epoch; fit pays it inside its
         # epoch too, so it is on the epoch clock and counted in the first step's fetch time.
         iterator = iter(self.pipeline)
@@ -267,17 +310,28 @@ class InstrumentedLoop:
                 # is asynchronous, so without this sync the clock would time the launch, not the step.
                 loss = float(logs["loss"])
                 t2 = time.perf_counter()
-                row.update(loss=loss, step_time=t2 - t1, wall_time=t2 - self.t_run0)
+                row.update(loss=loss, step_time=t2 - t1, wall_time=self._clock(t2))
                 row["input_wait"] = _starvation(fetch, asked, made)
                 self._read_pending(pending)
                 self._report(row, logs)
             else:
-                row.update(step_time=math.nan, wall_time=time.perf_counter() - self.t_run0)
+                row.update(step_time=math.nan, wall_time=self._clock(time.perf_counter()))
                 row["input_wait"] = _starvation(fetch, asked, made)
                 pending.append((row, logs))
+            if i < self.setup.steps_per_epoch - 1:  # the epoch's last step is evaluated at its end, below
+                if step + 1 == self.max_steps:  # the budget ends inside this epoch: no epoch row
+                    self._read_pending(pending)
+                    if self.evals is not None:
+                        self._evaluate_mid_epoch(pending)
+                    return True
+                if self.evals is not None and self.evals.due(step + 1):
+                    if self._evaluate_mid_epoch(pending):
+                        return True
         self._read_pending(pending)  # the epoch's clock stops when the device is done
-        epoch_logs = {"epoch": epoch, "epoch_time": time.perf_counter() - t_epoch0}
+        # mid-epoch evaluations are not the epoch's training time
+        epoch_logs = {"epoch": epoch, "epoch_time": time.perf_counter() - t_epoch0 - (self.paused - paused0)}
         setup = self.setup
+        t_val0 = time.perf_counter()
         if setup.x_val is not None:
             hooks.on_test_begin()  # the memory probe reads the training steps' peak here
             val_logs = validate(setup.model, setup.x_val, setup.y_val, setup.run.batch_size)
@@ -285,8 +339,13 @@ class InstrumentedLoop:
             epoch_logs.update(val_logs)
         else:
             epoch_logs.update(val_loss=math.nan, val_accuracy=math.nan, val_time=0.0)
-        epoch_logs["wall_time"] = time.perf_counter() - self.t_run0
+        epoch_logs["wall_time"] = self._clock(time.perf_counter())
         hooks.on_epoch_end(epoch, epoch_logs)
+        train_wall = t_val0 - self.t_run0 - self.eval_total
+        self.eval_total += epoch_logs["val_time"]
+        if self.evals is None:
+            return False
+        return self.evals.record(self._clock(t_val0), train_wall, epoch_logs["val_time"], epoch_logs, at_epoch_end=True)
 
     def _read_pending(self, pending: list) -> None:
         """Read the losses of launched steps (waits for the device) and report their rows, in order."""
@@ -316,14 +375,33 @@ def standard_hooks(run_index: int, emit: Emit, tf_device: str | None, nvml_index
     )
 
 
-def make_engine(setup: RunSetup, hooks: HookList, should_stop: Callable[[], bool]):
-    """The engine the spec asks for: the instrumented loop (default) or model.fit (fit_engine.py)."""
+def make_engine(
+    setup: RunSetup, hooks: HookList, should_stop: Callable[[], bool], evaluations: Evaluations | None = None
+):
+    """The engine the spec asks for: the instrumented loop (default) or model.fit (fit_engine.py).
+
+    The spec refuses targets, eval_every and steps/examples budgets with the fit engine."""
     spec = setup.run.sweep
     if getattr(spec, "loop", "loop") == "fit":
         from batchlab.core.training.fit_engine import FitEngine
 
         return FitEngine(setup, hooks, should_stop)
-    return InstrumentedLoop(setup, hooks, should_stop, sync=getattr(spec, "sync", SYNC_EVERY_STEP))
+    return InstrumentedLoop(
+        setup, hooks, should_stop, sync=getattr(spec, "sync", SYNC_EVERY_STEP), evaluations=evaluations
+    )
+
+
+def make_evaluations(setup: RunSetup, hooks: HookList, emit: Emit) -> Evaluations | None:
+    """The evaluation-points hook when the spec asks for evaluations, placed before RunEvents (which sends
+    run_ended last); None otherwise."""
+    spec = setup.run.sweep
+    if not spec.evaluates:
+        return None
+    evaluations = Evaluations(
+        setup.run.index, emit, setup.samples, spec.target_spec, spec.eval_every, spec.keep_training
+    )
+    hooks.hooks.insert(len(hooks.hooks) - 1, evaluations)
+    return evaluations
 
 
 def train_run(
@@ -342,7 +420,9 @@ def train_run(
         # Loading, building and copying the data are inside: their failures (a data file removed
         # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
         setup = prepare_run(run, emit)
-        engine = make_engine(setup, hooks, should_stop)
+        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit))
+        budget = run.sweep.budget
+        planned_steps = budget.steps(setup.samples, run.batch_size)
         hooks.on_run_begin(
             {
                 "run": run.index,
@@ -352,14 +432,18 @@ def train_run(
                 "nice": os.getpriority(os.PRIO_PROCESS, 0),
                 "device": device_name,
                 "steps_per_epoch": setup.steps_per_epoch,
-                "epochs": run.sweep.epochs,
+                "epochs": budget.epochs(setup.samples, run.batch_size),
+                "planned_steps": planned_steps,
+                "budget": f"{budget.amount} {budget.unit}",
+                "target": run.sweep.target or "",
+                "eval_every": run.sweep.eval_every or -1,
                 "samples": setup.samples,
                 "started": now_iso(),
                 **engine.run_fields(),
                 **flops_fields(setup.model),
             }
         )
-        engine.train(run.sweep.epochs)
+        engine.train(budget.epochs(setup.samples, run.batch_size), max_steps=planned_steps)
     except StopRequested:
         end.update(status="interrupted", message="stopped by the user; measurements so far are kept")
     except Diverged as e:

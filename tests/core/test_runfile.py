@@ -18,6 +18,9 @@ import pytest
 from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
+    EVAL_COLUMN_NAMES,
+    EVAL_COLUMNS,
+    EVALUATION,
     RUN_ENDED,
     RUN_FILE_STATUSES,
     RUN_STARTED,
@@ -563,8 +566,11 @@ def documented_sweep() -> list[dict]:
         if event["type"] == RUN_STARTED:
             event.update(nice=0, engine="loop", sync="every_step", fetch_overhead_s=0.0003)
             event.update(flops_per_sample=6.0e5, forward_flops_per_sample=2.0e5, flops_uncounted="")
+            event.update(planned_steps=128, budget="2 epochs", target="val_accuracy=0.9", eval_every=32)
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
+    evaluation = {name: 1 for name in EVAL_COLUMN_NAMES}
+    events.insert(4, make_event(EVALUATION, run=0, **evaluation))  # run 0 evaluates (a target), after its steps
     return events
 
 
@@ -577,9 +583,9 @@ def test_format_document_names_exactly_what_a_fresh_file_holds(tmp_path):
         _assert_attrs_documented(f.attrs, _doc_table(tables, "Root attributes"), "/")
         _assert_attrs_documented(f["runs"].attrs, _doc_table(tables, "The `runs` group"), "/runs")
         run = f["runs/run_000"]
-        assert set(run) == {"steps", "epochs"}
+        assert set(run) == {"steps", "epochs", "evals"}
         _assert_attrs_documented(run.attrs, _doc_table(tables, "Run attributes"), "/runs/run_000")
-        for table, heading in (("steps", "`steps/`"), ("epochs", "`epochs/`")):
+        for table, heading in (("steps", "`steps/`"), ("epochs", "`epochs/`"), ("evals", "`evals/`")):
             group = run[table]
             _assert_attrs_documented(group.attrs, _doc_table(tables, "Table groups"), group.name)
             columns = {name: str(ds.dtype) for name, ds in group.items()}
@@ -588,6 +594,6 @@ def test_format_document_names_exactly_what_a_fresh_file_holds(tmp_path):
             _assert_attrs_documented(ds.attrs, _doc_table(tables, "Dataset attributes"), name)
     # the column tables also say what core/events.py says, units and meaning included
     text = DOC.read_text(encoding="utf-8")
-    for column in (*STEP_COLUMNS, *EPOCH_COLUMNS):
+    for column in (*STEP_COLUMNS, *EPOCH_COLUMNS, *EVAL_COLUMNS):
         row = f"| `{column.name}` | {column.dtype} | {column.units or '—'} | {column.long_name} |"
         assert row in text, f"docs/runfile-format.md lacks the row {row}"

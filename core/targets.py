@@ -1,0 +1,159 @@
+"""Train to a target: the target syntax and Shallue's rule for when a run reached it. numpy only.
+
+A target is one metric and a value, written ``METRIC=VALUE`` (``val_accuracy=0.98``); the metric
+says which way is better, so the text never has to: losses and the error are met *below* the
+value, accuracy *above* it. ``METRIC<VALUE`` or ``METRIC>VALUE`` is accepted too when the sign is
+the metric's own direction.
+
+Shallue et al. (2018): the result of a run is the first evaluation at which the metric is
+**strictly** better than the target. An evaluation whose metric is NaN or infinite (a diverged
+run, or a metric the run does not have) never counts. A run with no such evaluation did not reach
+the target within its budget.
+
+The metrics, as the evaluation points (the ``evals/`` table of a run file) hold them:
+
+- ``train_loss``: the sample-weighted mean of the mini-batch losses of the steps since the
+  previous evaluation (each measured before its update): cheap, but a smoothed training loss, not
+  a pass over the whole training set.
+- ``val_loss``, ``val_accuracy``: a full pass over the validation samples, as fit's validation.
+- ``val_error``: 1 - ``val_accuracy``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+BELOW = "below"
+ABOVE = "above"
+# metric -> the direction that meets the target
+TARGET_METRICS: dict[str, str] = {
+    "train_loss": BELOW,
+    "val_loss": BELOW,
+    "val_accuracy": ABOVE,
+    "val_error": BELOW,
+}
+ACCURACY_METRICS = ("val_accuracy", "val_error")  # need a model with an accuracy (a classifier)
+VALIDATION_METRICS = ("val_loss", "val_accuracy", "val_error")  # need validation samples
+_TARGET_RE = re.compile(r"^\s*([A-Za-z_]+)\s*(<=|>=|=|<|>)\s*(.*)$")
+SYNTAX = "METRIC=VALUE, METRIC one of train_loss, val_loss, val_accuracy, val_error (e.g. val_accuracy=0.98)"
+
+
+class TargetSyntaxError(ValueError):
+    """A target text that is not METRIC=VALUE with a known metric and a value it can be met at."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Train until `metric` is strictly better than `value` (below for losses and error, above for accuracy)."""
+
+    metric: str
+    value: float
+
+    @property
+    def direction(self) -> str:
+        return TARGET_METRICS[self.metric]
+
+    @property
+    def text(self) -> str:
+        """The canonical form, as the spec stores it: ``val_accuracy=0.98``."""
+        return f"{self.metric}={self.value!r}"
+
+    def describe(self) -> str:
+        """What meets it, for people: ``val_accuracy > 0.98``."""
+        return f"{self.metric} {'<' if self.direction == BELOW else '>'} {self.value:g}"
+
+    def met(self, value: float) -> bool:
+        """True when `value` is finite and strictly better than the target (equality does not count)."""
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            return False
+        if not math.isfinite(x):
+            return False
+        return x < self.value if self.direction == BELOW else x > self.value
+
+
+def parse_target(text: str) -> Target:
+    """``METRIC=VALUE`` (or ``<`` / ``>`` in the metric's own direction) as a Target; TargetSyntaxError if not.
+
+    Values a metric can never be strictly better than are refused: an accuracy outside [0, 1)
+    and an error outside (0, 1].
+    """
+    raw = str(text).strip()
+    match = _TARGET_RE.match(raw)
+    if match is None:
+        raise TargetSyntaxError(f"{raw!r} is not a target; write {SYNTAX}")
+    metric, sign, number = match.group(1).lower(), match.group(2), match.group(3).strip()
+    if metric not in TARGET_METRICS:
+        raise TargetSyntaxError(f"{metric!r} is not a target metric; write {SYNTAX}")
+    if sign in ("<=", ">="):
+        raise TargetSyntaxError(
+            f"{raw!r}: a target is met only when strictly better than its value (Shallue's rule); "
+            f"write {metric}={number}"
+        )
+    if sign != "=" and (sign == "<") != (TARGET_METRICS[metric] == BELOW):
+        better = "below" if TARGET_METRICS[metric] == BELOW else "above"
+        raise TargetSyntaxError(
+            f"{raw!r} asks for {metric} {sign} a value, but a {metric} target is met {better} it; "
+            f"write {metric}={number}"
+        )
+    try:
+        value = float(number)
+    except ValueError:
+        raise TargetSyntaxError(f"{number!r} is not a number; write {SYNTAX}") from None
+    if not math.isfinite(value):
+        raise TargetSyntaxError(f"{number!r} is not a finite number; write {SYNTAX}")
+    if metric == "val_accuracy" and not 0.0 <= value < 1.0:
+        raise TargetSyntaxError(
+            f"val_accuracy={value:g} can never be exceeded (accuracy lies in 0..1); use a value from 0 to below 1"
+        )
+    if metric == "val_error" and not 0.0 < value <= 1.0:
+        raise TargetSyntaxError(
+            f"val_error={value:g} can never be undercut (error lies in 0..1); use a value above 0 and up to 1"
+        )
+    return Target(metric, value)
+
+
+def first_reached(target: Target, values: Sequence[float]) -> int | None:
+    """Index of the first value strictly better than the target (NaN and inf never count); None if none is."""
+    for i, value in enumerate(values):
+        if target.met(value):
+            return i
+    return None
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """Where a run met its target (Shallue's rule), or reached=False with NaN figures."""
+
+    reached: bool
+    steps: float  # optimizer steps taken before the evaluation that met it
+    examples: float  # training examples seen by then
+    epochs: float  # examples / training samples per epoch (fractional)
+    time: float  # s of training: wall time without evaluation and validation passes
+
+
+NOT_REACHED = TargetResult(False, math.nan, math.nan, math.nan, math.nan)
+
+
+def target_result(target: Target, evals: Mapping[str, Any]) -> TargetResult:
+    """The first evaluation row of an evals table (steps, examples, epochs, train_wall_time and the
+    metric columns) that meets the target; NOT_REACHED when none does."""
+    values = evals.get(target.metric)
+    if values is None or len(values) == 0:
+        return NOT_REACHED
+    i = first_reached(target, np.asarray(values, dtype=np.float64).tolist())
+    if i is None:
+        return NOT_REACHED
+
+    def at(name: str) -> float:
+        column = evals.get(name)
+        return float(column[i]) if column is not None and i < len(column) else math.nan
+
+    return TargetResult(True, at("steps"), at("examples"), at("epochs"), at("train_wall_time"))

@@ -1,0 +1,245 @@
+"""Train to a target: Shallue's rule on synthetic metric sequences, budgets, the spec's checks and the CLI's
+one-line errors. No TensorFlow here (the end-to-end runs are in test_train_to_target.py)."""
+
+import math
+
+import numpy as np
+import pytest
+from batchlab.core.events import EVALUATION, LOG
+from batchlab.core.figures import run_figures
+from batchlab.core.spec import Budget, SpecError, SweepSpec, build_spec, spec_errors
+from batchlab.core.table import NOT_REACHED_TEXT, format_table
+from batchlab.core.targets import (
+    NOT_REACHED,
+    Target,
+    TargetSyntaxError,
+    first_reached,
+    parse_target,
+    target_result,
+)
+from batchlab.core.training.evaluation import Evaluations
+
+from tests.core.test_cli import TINY, assert_one_line_error, batchlab
+
+# ---------------------------------------------------------------------- the target syntax
+
+
+@pytest.mark.parametrize(
+    ("text", "metric", "value", "direction"),
+    [
+        ("val_accuracy=0.98", "val_accuracy", 0.98, "above"),
+        (" val_error = 0.01 ", "val_error", 0.01, "below"),
+        ("train_loss=45", "train_loss", 45.0, "below"),
+        ("val_loss<0.2", "val_loss", 0.2, "below"),
+        ("VAL_ACCURACY>0.5", "val_accuracy", 0.5, "above"),
+        ("val_accuracy=0", "val_accuracy", 0.0, "above"),
+        ("val_error=1", "val_error", 1.0, "below"),
+    ],
+)
+def test_a_target_names_its_metric_and_the_metric_its_direction(text, metric, value, direction):
+    target = parse_target(text)
+    assert (target.metric, target.value, target.direction) == (metric, value, direction)
+    assert parse_target(target.text) == target  # the canonical text the spec stores reads back the same
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("val_accuracy", "not a target"),
+        ("accuracy=0.9", "not a target metric"),
+        ("val_loss=abc", "not a number"),
+        ("val_loss=nan", "not a finite number"),
+        ("val_accuracy=1.5", "can never be exceeded"),
+        ("val_accuracy=1", "can never be exceeded"),  # nothing is strictly above 100%
+        ("val_accuracy=-0.1", "can never be exceeded"),
+        ("val_error=0", "can never be undercut"),
+        ("val_accuracy>=0.9", "strictly better"),
+        ("val_loss>0.3", "met below"),
+        ("val_accuracy<0.9", "met above"),
+    ],
+)
+def test_targets_that_cannot_be_read_or_met_are_refused(text, phrase):
+    with pytest.raises(TargetSyntaxError, match=phrase):
+        parse_target(text)
+
+
+# ---------------------------------------------------------------------- Shallue's rule, known answers
+
+
+def test_the_first_strict_crossing_counts_for_a_loss():
+    losses = [2.0, 1.2, 0.9, 1.1, 0.7, 0.5]
+    assert first_reached(Target("val_loss", 1.0), losses) == 2  # 0.9 < 1.0; the later 0.7 is not the result
+    assert first_reached(Target("val_loss", 0.9), losses) == 4  # equal to the target (index 2) does not count
+    assert first_reached(Target("val_loss", 0.4), losses) is None  # never below: not reached
+
+
+def test_the_first_strict_crossing_counts_for_an_accuracy():
+    accuracy = [0.5, 0.97, 0.98, 0.985, 0.99]
+    assert first_reached(Target("val_accuracy", 0.98), accuracy) == 3  # 0.98 itself is not strictly better
+    assert first_reached(Target("val_accuracy", 0.99), accuracy) is None
+
+
+def test_nan_and_infinite_values_never_reach_a_target():
+    target = Target("train_loss", 1.0)
+    assert first_reached(target, [math.nan, -math.inf, 3.0, 0.5]) == 3  # -inf (a broken loss) does not count
+    assert first_reached(target, [2.0, math.nan, math.nan]) is None  # diverged: never reached
+    assert first_reached(Target("val_accuracy", 0.5), [math.inf, math.nan]) is None
+    assert not target.met(None)
+
+
+def test_the_result_is_read_at_the_first_crossing_of_an_evals_table():
+    evals = {
+        "steps": np.array([100, 200, 300, 400]),
+        "examples": np.array([3200, 6400, 9600, 12800]),
+        "epochs": np.array([0.32, 0.64, 0.96, 1.28]),
+        "train_wall_time": np.array([1.5, 2.9, 4.4, 5.8]),
+        "val_error": np.array([0.2, math.nan, 0.009, 0.005]),
+    }
+    result = target_result(Target("val_error", 0.01), evals)
+    assert result.reached and (result.steps, result.examples, result.epochs, result.time) == (300, 9600, 0.96, 4.4)
+    assert target_result(Target("val_error", 0.001), evals) == NOT_REACHED
+    assert target_result(Target("val_loss", 1.0), evals) == NOT_REACHED  # a metric the table does not have
+
+
+def test_run_figures_say_reached_not_reached_or_no_target():
+    evals = {"steps": np.array([10, 20]), "train_wall_time": np.array([0.4, 0.9]), "val_accuracy": [0.3, 0.6]}
+    reached = run_figures({}, {}, {"target": "val_accuracy=0.5"}, evals)
+    assert (reached.target_reached, reached.steps_to_target, reached.time_to_target) == (1, 20, 0.9)
+    missed = run_figures({}, {}, {"target": "val_accuracy=0.6"}, evals)  # 0.6 equals, never exceeds
+    assert missed.target_reached == 0 and math.isnan(missed.steps_to_target)
+    assert run_figures({}, {}, {"target": ""}, evals).target_reached == -1
+    assert run_figures({}, {}, {}, None).target_reached == -1  # files from before targets
+
+
+def test_the_table_says_not_reached_within_budget():
+    rows = [
+        {
+            "batch_size": 32,
+            "seed": 0,
+            "status": "ok",
+            "target_reached": 1,
+            "steps_to_target": 120,
+            "time_to_target": 2.5,
+        },
+        {"batch_size": 64, "seed": 0, "status": "ok", "target_reached": 0},
+        {"batch_size": 128, "seed": 0, "status": "diverged", "target_reached": 0, "message": "loss became nan"},
+    ]
+    lines = format_table(rows).splitlines()
+    assert "steps to target" in lines[0] and "time to target (s)" in lines[0]
+    assert "120" in lines[1] and "2.50" in lines[1]
+    assert NOT_REACHED_TEXT in lines[2]
+    assert "not reached (diverged)" in lines[3]
+    assert "steps to target" not in format_table([{"batch_size": 32, "seed": 0, "status": "ok"}])
+
+
+# ---------------------------------------------------------------------- the evaluation hook on synthetic rows
+
+
+def _rows(losses, batch=10):
+    return [{"batch_size": batch, "loss": loss} for loss in losses]
+
+
+def test_evaluations_average_the_losses_since_the_last_one_and_stop_at_the_target():
+    events = []
+    evals = Evaluations(0, events.append, samples=40, target=Target("train_loss", 1.0), eval_every=2)
+    for step, row in enumerate(_rows([4.0, 2.0])):
+        evals.on_train_batch_end(step, row)
+    assert evals.due(2) and not evals.due(3)
+    assert evals.record(1.0, 0.8, 0.1, {}, at_epoch_end=False) is False  # mean 3.0: not below 1.0
+    assert not evals.due(2)  # evaluated once per point
+    for step, row in enumerate(_rows([1.0, 0.9, 1.1]), start=2):  # sample-weighted mean 1.0: equal, not met
+        evals.on_train_batch_end(step, row)
+    assert evals.record(2.0, 1.6, 0.1, {}, at_epoch_end=True) is False
+    evals.on_train_batch_end(5, {"batch_size": 10, "loss": 0.5})
+    assert evals.record(2.5, 2.0, 0.1, {"val_accuracy": 0.75}, at_epoch_end=False) is True  # met: stop
+    rows = [e for e in events if e["type"] == EVALUATION]
+    assert [r["train_loss"] for r in rows] == [3.0, 1.0, 0.5]
+    assert [r["steps"] for r in rows] == [2, 5, 6] and [r["examples"] for r in rows] == [20, 50, 60]
+    assert [r["epochs"] for r in rows] == [0.5, 1.25, 1.5]
+    assert rows[2]["val_error"] == 0.25 and rows[1]["at_epoch_end"] == 1
+    assert any(e["type"] == LOG and "met at step 6" in e["message"] for e in events)
+
+
+def test_keep_training_records_the_first_crossing_and_trains_on():
+    events = []
+    evals = Evaluations(0, events.append, samples=10, target=Target("val_loss", 1.0), keep_training=True)
+    evals.on_train_batch_end(0, {"batch_size": 10, "loss": 2.0})
+    assert evals.record(1.0, 1.0, 0.1, {"val_loss": 0.5}, at_epoch_end=True) is False
+    assert evals.reached_steps == 1
+    evals.on_train_batch_end(1, {"batch_size": 10, "loss": 2.0})
+    evals.record(2.0, 2.0, 0.1, {"val_loss": 0.4}, at_epoch_end=True)
+    assert evals.reached_steps == 1  # the first crossing stays the result
+
+
+# ---------------------------------------------------------------------- budgets
+
+
+@pytest.mark.parametrize(
+    ("unit", "amount", "samples", "batch", "steps", "examples", "epochs"),
+    [
+        ("epochs", 3, 100, 32, 12, 300, 3),  # 4 steps an epoch, the last of 4 samples
+        ("steps", 10, 100, 32, 10, 264, 3),  # 2 full epochs (8 steps, 200) + 2 batches of 32
+        ("steps", 4, 100, 32, 4, 100, 1),
+        ("examples", 250, 100, 32, 10, 264, 3),  # 2 epochs + ceil(50/32) = 2 steps: 64 more examples
+        ("examples", 64, 100, 32, 2, 64, 1),
+    ],
+)
+def test_budgets_in_steps_and_examples(unit, amount, samples, batch, steps, examples, epochs):
+    budget = Budget(unit, amount)
+    assert budget.steps(samples, batch) == steps
+    assert budget.examples(samples, batch) == examples
+    assert budget.epochs(samples, batch) == epochs
+
+
+# ---------------------------------------------------------------------- the spec's checks
+
+
+def test_a_target_spec_round_trips_through_the_run_file_json():
+    spec = build_spec(
+        {"preset": "mnist-mlp", "target": "val_accuracy>0.9", "eval_every": "50", "budget_unit": "steps", "epochs": 500}
+    )
+    assert (spec.target, spec.eval_every, spec.budget) == ("val_accuracy=0.9", 50, Budget("steps", 500))
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+    assert build_spec({"preset": "mnist-mlp"}).target is None  # no target: train the whole budget
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "phrase"),
+    [
+        ({"target": "val_accuracy=0.9"}, "target", "autoencoder has no accuracy"),
+        ({"target": "val_error=0.1"}, "target", "autoencoder has no accuracy"),
+        ({"preset": "mnist-mlp", "target": "val_accuracy=1.2"}, "target", "can never be exceeded"),
+        ({"preset": "mnist-mlp", "val_samples": 0, "target": "val_loss=0.3"}, "target", "val_samples is 0"),
+        ({"preset": "mnist-mlp", "target": "train_loss=0"}, "target", "never below 0"),
+        ({"preset": "mnist-mlp", "eval_every": 0}, "eval_every", "too small"),
+        ({"preset": "mnist-mlp", "eval_every": "x"}, "eval_every", "not an integer"),
+        ({"preset": "mnist-mlp", "budget_unit": "steps", "epochs": 0}, "steps", "steps budget"),
+        ({"preset": "mnist-mlp", "budget_unit": "examples", "epochs": -5}, "examples", "examples budget"),
+        ({"preset": "mnist-mlp", "budget_unit": "minutes"}, "budget_unit", "epochs, steps, examples"),
+        ({"preset": "mnist-mlp", "loop": "fit", "target": "val_loss=0.3"}, "loop", "--loop loop"),
+        ({"preset": "mnist-mlp", "loop": "fit", "budget_unit": "steps"}, "loop", "steps budget"),
+    ],
+)
+def test_targets_and_budgets_that_cannot_work_are_refused(values, field, phrase):
+    errors = spec_errors(values)
+    assert len(errors) == 1, errors
+    error = next(iter(errors.values()))
+    assert isinstance(error, SpecError) and error.field == field and phrase in error.message, error
+
+
+@pytest.mark.parametrize(
+    ("args", "phrases"),
+    [
+        (["--target", "val_accuracy=1.5"], ["target", "can never be exceeded"]),
+        (["--target", "val_accuracy=0.9", "--val-samples", "0"], ["target", "val_samples is 0"]),
+        (["--preset", "mnist-autoencoder", "--target", "val_accuracy=0.9"], ["target", "no accuracy"]),
+        (["--eval-every", "0"], ["eval_every", "too small"]),
+        (["--steps", "0"], ["steps", "too small"]),
+        (["--steps", "10", "--max-epochs", "2"], ["budget", "--epochs"]),
+        (["--target", "val_loss=0.2", "--loop", "fit"], ["loop", "--loop loop"]),
+    ],
+)
+def test_bad_target_options_give_one_line_and_exit_2(args, phrases):
+    # TINY sets --epochs 1; these are given without it, so a budget option is the only one
+    tiny = [a for i, a in enumerate(TINY) if a != "--epochs" and (i == 0 or TINY[i - 1] != "--epochs")]
+    assert_one_line_error(batchlab("sweep", *tiny, *args), *phrases)
