@@ -1,0 +1,65 @@
+"""Train to a target end to end: real sweeps on the bundled data, their evals/ table, and the report."""
+
+import h5py
+import numpy as np
+from batchlab.core.events import EVAL_COLUMN_NAMES
+from batchlab.core.table import NOT_REACHED_TEXT
+
+from tests.core.test_cli import batchlab
+
+SMALL = ["--preset", "mnist-mlp", "--samples", "1000", "--val-samples", "300", "--device", "cpu", "--quiet"]
+
+
+def test_a_run_stops_at_the_first_evaluation_that_beats_the_target_and_the_report_says_where(tmp_path):
+    out = tmp_path / "target.h5"
+    args = ["--batch-sizes", "32", "--target", "val_accuracy=0.5", "--eval-every", "10", "--max-epochs", "2"]
+    result = batchlab("sweep", *SMALL, *args, "--out", out)
+    assert result.returncode == 0, result.stderr
+    with h5py.File(out, "r") as f:
+        run = f["runs/run_000"]
+        assert run.attrs["status"] == "ok" and run.attrs["target"] == "val_accuracy=0.5"
+        evals = {name: run["evals"][name][()] for name in run["evals"]}
+        steps_taken = len(run["steps/step"])
+        last_step_wall = run["steps/wall_time"][-1]
+    assert set(evals) == set(EVAL_COLUMN_NAMES)
+    # Shallue's rule, worked out here from the stored metric: the first evaluation strictly above 0.5
+    above = np.flatnonzero(evals["val_accuracy"] > 0.5)
+    assert len(above) == 1 and above[0] == len(evals["steps"]) - 1  # it is the last: the run stopped there
+    reached_at = int(evals["steps"][-1])
+    assert steps_taken == reached_at  # no step was trained after it
+    # evaluation points: every 10 steps, or an epoch's end (32 steps an epoch)
+    assert all(s % 10 == 0 or end for s, end in zip(evals["steps"], evals["at_epoch_end"], strict=True))
+    full_epochs, into_epoch = np.divmod(evals["steps"], 32)
+    assert np.array_equal(evals["examples"], full_epochs * 1000 + into_epoch * 32)
+    # evaluation is timed on its own and is not training time
+    assert (evals["eval_time"] > 0).all()
+    assert (evals["train_wall_time"] <= evals["wall_time"] + 1e-9).all()
+    assert evals["wall_time"][-1] >= last_step_wall  # the step clock never counted the evaluation passes
+
+    report = batchlab("report", out)
+    assert report.returncode == 0, report.stderr
+    assert "target: val_accuracy > 0.5" in report.stdout
+    header, row = [line for line in report.stdout.splitlines() if line.strip()][-2:]
+    assert "steps to target" in header and "time to target (s)" in header
+    cells = row.split()
+    assert cells[0] == "32" and str(reached_at) in cells and cells[-1] == "ok"
+    assert f"{evals['train_wall_time'][-1]:.2f}" in cells
+
+
+def test_a_run_that_misses_its_target_uses_its_whole_steps_budget_and_says_not_reached(tmp_path):
+    out = tmp_path / "missed.h5"
+    # 16 steps an epoch at batch 64: a 15-step budget ends inside the first epoch; sampled sync reads losses late
+    args = ["--batch-sizes", "64", "--target", "val_accuracy=0.99", "--eval-every", "10", "--steps", "15"]
+    result = batchlab("sweep", *SMALL, *args, "--sync", "sampled", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert NOT_REACHED_TEXT in result.stdout  # the end-of-sweep table
+    with h5py.File(out, "r") as f:
+        run = f["runs/run_000"]
+        assert run.attrs["status"] == "ok" and run.attrs["planned_steps"] == 15
+        assert len(run["steps/step"]) == 15 and np.isfinite(run["steps/loss"][()]).all()
+        assert len(run["epochs/epoch"]) == 0  # the partial epoch has no epoch row
+        assert run["evals/steps"][()].tolist() == [10, 15]  # every 10 steps, and where the budget ended
+        assert run["evals/examples"][()].tolist() == [640, 960]
+        assert (run["evals/val_accuracy"][()] <= 0.99).all()
+    report = batchlab("report", out)
+    assert NOT_REACHED_TEXT in report.stdout
