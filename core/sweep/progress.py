@@ -223,6 +223,16 @@ class SweepProgress:
         return "  ".join(parts)
 
 
+def _target_note(run) -> str:
+    """ ", target met at step N (T s of training)" or ", target not reached", from the run's figures; "" without one."""
+    if run is None or run.figures.target_reached == -1:
+        return ""
+    f = run.figures
+    if f.target_reached == 1:
+        return f", target met at step {f.steps_to_target:.0f} ({f.time_to_target:.3g} s of training)"
+    return ", target not reached"
+
+
 class ProgressPrinter:
     """Shows SweepProgress: a live bar on a terminal, or a line per finished run when not a TTY.
 
@@ -278,7 +288,7 @@ class ProgressPrinter:
             run = self.model.runs.get(int(event["run"]))
             loss = run.figures.final_loss if run is not None else math.nan
             detail = f"final loss {loss:.4g}" if status == "ok" else event.get("message", "")
-            self.note(f"run {event['run'] + 1}/{total_runs}: {status} {detail}".rstrip())
+            self.note(f"run {event['run'] + 1}/{total_runs}: {status} {detail}{_target_note(run)}".rstrip())
         elif kind == LOG and event.get("level") in NOTED_LOG_LEVELS:
             # One line: a failed run's full traceback is in the run file's log, not on the terminal.
             lines = str(event.get("message", "")).strip().splitlines() or [""]

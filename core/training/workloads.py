@@ -8,6 +8,7 @@ from typing import Any
 import keras
 import numpy as np
 from batchlab.core.spec import MOMENTUM_OPTIMIZERS, OPTIMIZER_CLASSES, RunSpec, SpecError
+from batchlab.core.targets import ACCURACY_METRICS
 from keras import layers, ops
 
 AUTOENCODER_HIDDEN = 128
@@ -141,6 +142,13 @@ def _user_model(run: RunSpec, data):
             "model_file", "the model file has no compiled loss; call model.compile(loss=...) before model.save()"
         )
     if out_shape == in_shape:
+        target = spec.target_spec
+        if target is not None and target.metric in ACCURACY_METRICS:
+            raise SpecError(
+                "target",
+                f"{target.text}: the model's output has its input's shape, so it is trained to reconstruct its input "
+                "and has no accuracy; this target can never be met; use a val_loss or train_loss target",
+            )
         y_train, y_val, metrics = x_train, x_val, []
     else:
         y_train, y_val = _labels_for(loss, data, out_shape, notes)

@@ -243,3 +243,29 @@ def test_bad_target_options_give_one_line_and_exit_2(args, phrases):
     # TINY sets --epochs 1; these are given without it, so a budget option is the only one
     tiny = [a for i, a in enumerate(TINY) if a != "--epochs" and (i == 0 or TINY[i - 1] != "--epochs")]
     assert_one_line_error(batchlab("sweep", *tiny, *args), *phrases)
+
+
+def test_the_evals_table_gives_the_same_target_figures_live_and_from_the_file(tmp_path):
+    """One evaluation stream into the live model and through the one writer: the same rows and figures."""
+    from batchlab.core.events import RUN_ENDED, RUN_STARTED, make_event
+    from batchlab.core.model import SweepData
+    from batchlab.core.runfile import RunFileWriter
+
+    events = [make_event(RUN_STARTED, run=0, batch_size=32, seed=0, target="val_error=0.2", eval_every=10)]
+    for i, error in enumerate([0.5, 0.25, 0.2, 0.15, 0.1]):  # 0.2 equals the target: the result is the 4th point
+        row = {"steps": 10 * (i + 1), "examples": 320 * (i + 1), "epochs": 0.32 * (i + 1), "wall_time": 1.0 + i}
+        row.update(train_wall_time=0.9 + i, eval_time=0.1, at_epoch_end=0, train_loss=2.0 - 0.3 * i)
+        row.update(val_loss=1.0 - 0.1 * i, val_accuracy=1.0 - error, val_error=error)
+        events.append(make_event(EVALUATION, run=0, **row))
+    events.append(make_event(RUN_ENDED, run=0, status="ok", message="", total_time=6.0))
+    live = SweepData()
+    with RunFileWriter(tmp_path / "t.h5") as writer:
+        for event in events:
+            live.handle(event)
+            writer.handle(event)
+    reopened = SweepData.from_file(tmp_path / "t.h5")
+    for data in (live, reopened):
+        figures = data.runs[0].figures
+        assert (figures.target_reached, figures.steps_to_target, figures.examples_to_target) == (1, 40, 1280)
+        assert figures.time_to_target == pytest.approx(3.9) and figures.epochs_to_target == pytest.approx(1.28)
+    assert np.array_equal(live.runs[0].evals["val_error"], reopened.runs[0].evals["val_error"])

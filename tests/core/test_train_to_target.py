@@ -5,9 +5,10 @@ import numpy as np
 from batchlab.core.events import EVAL_COLUMN_NAMES
 from batchlab.core.table import NOT_REACHED_TEXT
 
-from tests.core.test_cli import batchlab
+from tests.core.helpers import save_keras_model
+from tests.core.test_cli import assert_one_line_error, batchlab
 
-SMALL = ["--preset", "mnist-mlp", "--samples", "1000", "--val-samples", "300", "--device", "cpu", "--quiet"]
+SMALL = ["--preset", "mnist-mlp", "--samples", "1000", "--val-samples", "300", "--device", "cpu"]
 
 
 def test_a_run_stops_at_the_first_evaluation_that_beats_the_target_and_the_report_says_where(tmp_path):
@@ -27,6 +28,7 @@ def test_a_run_stops_at_the_first_evaluation_that_beats_the_target_and_the_repor
     assert len(above) == 1 and above[0] == len(evals["steps"]) - 1  # it is the last: the run stopped there
     reached_at = int(evals["steps"][-1])
     assert steps_taken == reached_at  # no step was trained after it
+    assert "run 1/1: ok final loss" in result.stderr and f"target met at step {reached_at} (" in result.stderr
     # evaluation points: every 10 steps, or an epoch's end (32 steps an epoch)
     assert all(s % 10 == 0 or end for s, end in zip(evals["steps"], evals["at_epoch_end"], strict=True))
     full_epochs, into_epoch = np.divmod(evals["steps"], 32)
@@ -50,7 +52,7 @@ def test_a_run_that_misses_its_target_uses_its_whole_steps_budget_and_says_not_r
     out = tmp_path / "missed.h5"
     # 16 steps an epoch at batch 64: a 15-step budget ends inside the first epoch; sampled sync reads losses late
     args = ["--batch-sizes", "64", "--target", "val_accuracy=0.99", "--eval-every", "10", "--steps", "15"]
-    result = batchlab("sweep", *SMALL, *args, "--sync", "sampled", "--out", out)
+    result = batchlab("sweep", *SMALL, *args, "--sync", "sampled", "--out", out, "--quiet")
     assert result.returncode == 0, result.stderr
     assert NOT_REACHED_TEXT in result.stdout  # the end-of-sweep table
     with h5py.File(out, "r") as f:
@@ -63,3 +65,18 @@ def test_a_run_that_misses_its_target_uses_its_whole_steps_budget_and_says_not_r
         assert (run["evals/val_accuracy"][()] <= 0.99).all()
     report = batchlab("report", out)
     assert NOT_REACHED_TEXT in report.stdout
+
+
+def test_an_accuracy_target_for_a_users_autoencoder_is_refused_before_training(tmp_path):
+    model = save_keras_model(
+        """
+        inputs = keras.Input((784,))
+        model = keras.Model(inputs, keras.layers.Dense(784, activation="sigmoid")(inputs))
+        model.compile(optimizer="adam", loss="binary_crossentropy")
+        """,
+        tmp_path / "autoencoder.keras",
+    )
+    args = ["--preset", "keras-file", "--model", model, "--samples", "64", "--batch-sizes", "32"]
+    result = batchlab("sweep", *args, "--target", "val_accuracy=0.5", "--out", tmp_path / "x.h5")
+    assert_one_line_error(result, "target", "no accuracy", "val_loss")
+    assert not (tmp_path / "x.h5").exists()
