@@ -41,7 +41,9 @@ def test_a_run_stops_at_the_first_evaluation_that_beats_the_target_and_the_repor
     report = batchlab("report", out)
     assert report.returncode == 0, report.stderr
     assert "target: val_accuracy > 0.5" in report.stdout
-    header, row = [line for line in report.stdout.splitlines() if line.strip()][-2:]
+    lines = report.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("batch"))
+    header, row = lines[at], lines[at + 1]
     assert "steps to target" in header and "time to target (s)" in header
     cells = row.split()
     assert cells[0] == "32" and str(reached_at) in cells and cells[-1] == "ok"
