@@ -82,3 +82,29 @@ def test_an_accuracy_target_for_a_users_autoencoder_is_refused_before_training(t
     result = batchlab("sweep", *args, "--target", "val_accuracy=0.5", "--out", tmp_path / "x.h5")
     assert_one_line_error(result, "target", "no accuracy", "val_loss")
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_a_validation_target_on_data_without_a_test_split_is_refused_before_training(tmp_path):
+    rng = np.random.default_rng(0)
+    data = tmp_path / "train_only.npz"
+    np.savez(data, x_train=rng.random((100, 28, 28)).astype("float32"), y_train=rng.integers(0, 10, 100))
+    args = ["--preset", "mnist-mlp", "--data", data, "--samples", "100", "--batch-sizes", "10"]
+    result = batchlab("sweep", *args, "--target", "val_loss=0.5", "--out", tmp_path / "x.h5")
+    assert_one_line_error(result, "target", "no test split", "train_loss")
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_keep_training_trains_the_whole_budget_and_keeps_the_first_crossing(tmp_path):
+    out = tmp_path / "keep.h5"
+    # a train loss below 100 is met at the first evaluation; the run trains on to its 20 steps
+    args = ["--batch-sizes", "32", "--target", "train_loss=100", "--eval-every", "10", "--steps", "20"]
+    result = batchlab("sweep", *SMALL, *args, "--keep-training", "--val-samples", "0", "--out", out, "--quiet")
+    assert result.returncode == 0, result.stderr
+    with h5py.File(out, "r") as f:
+        run = f["runs/run_000"]
+        assert len(run["steps/step"]) == 20
+        assert run["evals/steps"][()].tolist() == [10, 20]
+        assert np.isnan(run["evals/val_loss"][()]).all()  # no validation: a train-loss target needs none
+        assert (run["evals/eval_time"][()] >= 0).all()
+    row = next(line for line in result.stdout.splitlines() if line.lstrip().startswith("32 "))
+    assert row.split()[-5] == "10"  # steps to target: the first crossing, not the last evaluation
