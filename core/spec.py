@@ -551,6 +551,10 @@ def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
             errors["target"] = SpecError(
                 "target", f"{target.text} can never be met: this workload's loss is never below 0; use a value above 0"
             )
+    if p.get("keep_training") and p.get("target") is None and "target" not in errors:
+        errors["keep_training"] = SpecError(
+            "keep_training", "only applies with a target (train on after meeting it); give a target or leave it off"
+        )
     if p.get("loop") == "fit" and "loop" not in errors:
         asks = [
             name

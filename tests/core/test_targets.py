@@ -218,6 +218,7 @@ def test_a_target_spec_round_trips_through_the_run_file_json():
         ({"preset": "mnist-mlp", "budget_unit": "minutes"}, "budget_unit", "epochs, steps, examples"),
         ({"preset": "mnist-mlp", "loop": "fit", "target": "val_loss=0.3"}, "loop", "--loop loop"),
         ({"preset": "mnist-mlp", "loop": "fit", "budget_unit": "steps"}, "loop", "steps budget"),
+        ({"preset": "mnist-mlp", "keep_training": True}, "keep_training", "only applies with a target"),
     ],
 )
 def test_targets_and_budgets_that_cannot_work_are_refused(values, field, phrase):
