@@ -1,4 +1,4 @@
-"""The headless command line: `batchlab sweep | report | info | presets`.
+"""The headless command line: `batchlab sweep | report | info | presets | max-batch`.
 
 Builds the same SweepSpec as the window, prints a progress bar with ETA while the sweep
 runs and the summary table at the end. User mistakes print one line and exit 2.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import threading
@@ -21,7 +22,9 @@ from batchlab.core.sweep.progress import ProgressPrinter
 
 EXIT_OK = 0
 EXIT_USAGE = 2
+EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+MIB = 1 << 20
 INTERRUPT_POLL_SECONDS = 0.05  # how soon the watcher acts on a Ctrl-C
 
 
@@ -96,7 +99,128 @@ def _build_parser() -> argparse.ArgumentParser:
     info.add_argument("--peak", action="store_true", help="measure the device's matmul peak (FLOP/s) and cache it")
     info.add_argument("--device", default="auto", help="with --peak: auto (default), cpu or gpu:N")
     sub.add_parser("presets", help="list the named presets and their defaults")
+    _add_max_batch_parser(sub)
     return parser
+
+
+MAX_BATCH_FIELDS = ("preset", "workload", "model_file", "data", "samples", "val_samples", "optimizer", "lr")
+MAX_BATCH_FIELDS += ("momentum", "seeds", "device")
+
+
+def _add_max_batch_parser(sub) -> None:
+    from batchlab.core.analysis.batch_search import DEFAULT_MARGIN, DEFAULT_START
+
+    parser = sub.add_parser(
+        "max-batch", help="find the largest batch size that trains on this device (each try in its own process)"
+    )
+    for option, field, help_text in SWEEP_OPTIONS:
+        if field in MAX_BATCH_FIELDS:
+            parser.add_argument(option, default=None, help=help_text)
+    parser.add_argument("--start", default=None, help=f"first batch size tried (default {DEFAULT_START})")
+    parser.add_argument("--max", default=None, help="largest batch size to try (default: the training samples)")
+    parser.add_argument(
+        "--margin", default=None, help=f"safety margin off the largest fit, 0 to 0.9 (default {DEFAULT_MARGIN})"
+    )
+    parser.add_argument(
+        "--memory-cap",
+        default=None,
+        help="host memory a try may use: e.g. 80%% (of the memory available now; the default), 6GiB, 512MiB",
+    )
+
+
+def _int_option(name: str, value, default: int, low: int, high: int) -> int:
+    if value is None:
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise SpecError(name, f"{value!r} is not allowed; use a whole number from {low} to {high}")
+    return number
+
+
+def _margin_option(value) -> float:
+    from batchlab.core.analysis.batch_search import DEFAULT_MARGIN
+
+    if value is None:
+        return DEFAULT_MARGIN
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = math.nan
+    if not 0 <= number <= 0.9:
+        raise SpecError("margin", f"{value!r} is not allowed; use a fraction from 0 to 0.9, e.g. 0.1")
+    return number
+
+
+def cmd_max_batch(args: argparse.Namespace) -> int:
+    from batchlab.core.analysis.batch_search import DEFAULT_START, find_max_batch
+    from batchlab.core.analysis.memory_fit import fit_memory
+    from batchlab.core.sweep.max_batch import (
+        PROBE_STEPS,
+        VERIFY_STEPS,
+        BatchProber,
+        MaxBatchError,
+        describe_trial,
+        parse_memory_cap,
+    )
+    from batchlab.core.sweep.runner import SweepRunner
+
+    values: dict[str, Any] = {
+        f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS if f in MAX_BATCH_FIELDS
+    }
+    values["batch_sizes"] = "1"  # the search chooses the sizes
+    spec = build_spec(values)
+    limit = _int_option("max", args.max, spec.samples, 1, spec.samples)
+    start = _int_option("start", args.start, min(DEFAULT_START, limit), 1, limit)
+    margin = _margin_option(args.margin)
+    cap = parse_memory_cap(args.memory_cap)
+    runner = SweepRunner(spec)
+    print("checking data and model (starting TensorFlow)", file=sys.stderr)
+    environment = runner.preflight()
+    print(
+        f"largest batch on {environment.get('device_description', 'this device')}: trying up to {limit:,} samples "
+        f"(the training data{' or --max' if args.max else ''}); each try trains {PROBE_STEPS} steps and a "
+        f"validation pass in its own process, host memory capped at {cap / MIB:,.0f} MiB",
+        flush=True,
+    )
+    prober = BatchProber(spec, cap, on_trial=lambda t: print(describe_trial(t), flush=True))
+    try:
+        result = find_max_batch(prober, limit=limit, start=start, margin=margin)
+    except MaxBatchError as e:
+        print(f"batchlab: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("batchlab: stopped; no answer", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if result.batch_size is None:
+        print("even batch 1 does not fit on this device" + (f" within {cap / MIB:,.0f} MiB" if cap else ""))
+        return EXIT_FAILED
+    check = result.verification
+    peak = f"peak {check.peak_bytes / MIB:,.0f} MiB" if check and check.peak_bytes > 0 else "peak unknown"
+    if result.limited_by == "data":
+        print(
+            f"max batch: {result.batch_size:,} (all {limit:,} samples fit in one batch; memory is not the limit; "
+            f"verified with {VERIFY_STEPS} training steps and a validation pass, {peak})"
+        )
+    else:
+        text = f"largest batch that fitted a {PROBE_STEPS}-step try: {result.largest_ok:,}"
+        if result.smallest_oom is not None:
+            text += f" (batch {result.smallest_oom:,} did not)"
+        failed = result.failed_verifications
+        if failed:
+            text += f"; {', '.join(f'{b:,}' for b in failed)} did not fit the {VERIFY_STEPS}-step verification"
+        print(text)
+        print(
+            f"max batch: {result.batch_size:,} ({margin:.0%} safety margin; verified with {VERIFY_STEPS} training "
+            f"steps and a validation pass, {peak})"
+        )
+    fits = [t for t in result.trials if t.ok and t.peak_bytes > 0]
+    memory = fit_memory([t.batch_size for t in fits], [t.peak_bytes for t in fits])
+    if memory is not None:
+        print(f"memory of the tries: peak(B) = {memory.m0 / MIB:,.0f} MiB + {memory.m1 / MIB:.3g} MiB x B")
+    return EXIT_OK
 
 
 class _Interrupts:
@@ -280,7 +404,13 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"sweep": cmd_sweep, "report": cmd_report, "info": cmd_info, "presets": cmd_presets}
+COMMANDS = {
+    "sweep": cmd_sweep,
+    "report": cmd_report,
+    "info": cmd_info,
+    "presets": cmd_presets,
+    "max-batch": cmd_max_batch,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
