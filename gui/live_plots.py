@@ -1,35 +1,51 @@
-"""The live plots: loss against step, time and epoch; epoch time split; throughput; memory.
+"""The live plots: loss against step (or examples seen, or time), time and epoch; epoch time split; throughput; memory.
 
-Curves are created once per run and updated with setData, only for runs whose data changed
-since the plot was last drawn. Which plot is updated when is decided by the window's
-Refresher (gui/refresh.py); every update goes through its PlotPacer.
+Curves are created once per run and updated with setData. What a plot draws is a snapshot of
+the sweep taken by the window's Refresher at the start of each frame (`take_snapshot`), so every
+plot and the status bar show the same run and epoch. Step curves go through a `StepEnvelope`
+(gui/step_envelope.py): an update costs the new rows and at most a few thousand points, however
+long the run. Only the visible tab is drawn; a hidden one catches up when it is shown.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.model import RunData, SweepData
-from batchlab.gui.plot_style import MIB, SOURCE_LABELS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
+from batchlab.gui.plot_style import (
+    MIB,
+    SOURCE_LABELS,
+    BatchColours,
+    ZeroAnchor,
+    lay_out_grid,
+    make_plot,
+    run_brush,
+    run_pen,
+    sync_legend,
+)
 from batchlab.gui.refresh import PlotPacer
+from batchlab.gui.step_envelope import StepEnvelope
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
 
-# series id -> (plot id, x column, y column, table, symbol, pen style or None, batch sizes in legend).
-# Colours mean the same batch size in every plot, so only the two loss plots (whose top right is
-# usually empty) carry the batch-size legend; the others explain their line styles instead.
+# series id -> (plot id, x column, y column, table, symbol, pen style or None).
+# The x column "loss_x" is the loss plot's chosen axis (LOSS_X). Every series names its run's
+# batch size in its plot's legend (once per batch size), which sits below the plot's data.
 SERIES = {
-    "loss_step": ("loss_step", "step", "loss", "steps", None, None, True),
-    "loss_time": ("loss_time", "wall_time", "loss", "steps", None, None, True),
-    "train_loss": ("loss_epoch", "epoch", "train_loss", "epochs", "o", None, False),
-    "val_loss": ("loss_epoch", "epoch", "val_loss", "epochs", "t", Qt.PenStyle.DotLine, False),
-    "throughput": ("throughput", "epoch", "samples_per_s", "epochs", "o", None, False),
-    "tf_peak": ("memory", "epoch", "tf_peak_bytes", "epochs", "o", None, False),
-    "device_mem": ("memory", "epoch", "device_memory_bytes", "epochs", "t", Qt.PenStyle.DashDotLine, False),
-    "rss": ("memory", "epoch", "rss_peak_bytes", "epochs", "s", Qt.PenStyle.DotLine, False),
+    "loss_step": ("loss_step", "loss_x", "loss", "steps", None, None),
+    "loss_time": ("loss_time", "wall_time", "loss", "steps", None, None),
+    "train_loss": ("loss_epoch", "epoch", "train_loss", "epochs", "o", None),
+    "val_loss": ("loss_epoch", "epoch", "val_loss", "epochs", "t", Qt.PenStyle.DotLine),
+    "throughput": ("throughput", "epoch", "samples_per_s", "epochs", "o", None),
+    "tf_peak": ("memory", "epoch", "tf_peak_bytes", "epochs", "o", None),
+    "device_mem": ("memory", "epoch", "device_memory_bytes", "epochs", "t", Qt.PenStyle.DashDotLine),
+    "rss": ("memory", "epoch", "rss_peak_bytes", "epochs", "s", Qt.PenStyle.DotLine),
 }
 MEMORY_SERIES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
 
@@ -42,13 +58,19 @@ PLOTS = {
     "throughput": ("Training throughput", "epoch", None, "throughput", "samples/s"),
     "memory": ("Memory per epoch", "epoch", None, "memory", "MiB"),
 }
+# The loss plot's x axis choices: id -> (menu text, title, axis label, units)
+LOSS_X = {
+    "step": ("step", "Loss vs step", "step", None),
+    "examples": ("examples seen", "Loss vs examples seen", "examples seen", None),
+    "wall_time": ("wall-clock time", "Loss vs wall-clock time", "time since run start", "s"),
+}
 # Grey legend entries explaining a series' line style, added once the series has data
 STYLE_LEGEND = {
     "train_loss": "train",
     "val_loss": "validation",
     "tf_peak": "TensorFlow peak",
     "device_mem": "device (nvidia-smi)",
-    "rss": "host RSS",
+    "rss": "process RSS",
 }
 PLOT_ORDER = tuple(PLOTS)
 PLOT_TABLE = {plot_id: "steps" if plot_id in ("loss_step", "loss_time") else "epochs" for plot_id in PLOTS}
@@ -56,32 +78,72 @@ SEGMENTS = (("compute", "compute_time"), ("input wait", "input_wait_time"), ("ot
 
 
 class LivePlots(QWidget):
-    """Six plots in a grid, one curve per run and series; `refresh()` redraws what changed."""
+    """Six plots in a grid, one curve per run and series; the Refresher brings them to its snapshots."""
 
     plot_ids = PLOT_ORDER
 
-    def __init__(self, colours: BatchColours, pacer: PlotPacer | None = None, parent: QWidget | None = None):
+    def __init__(
+        self,
+        colours: BatchColours,
+        pacer: PlotPacer | None = None,
+        parent: QWidget | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         super().__init__(parent)
         self.colours = colours
         self.pacer = pacer if pacer is not None else PlotPacer()  # the window passes its Refresher's
+        self._clock = clock
         self.plots: dict[str, pg.PlotWidget] = {
             plot_id: make_plot(
                 title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split", many_points=PLOT_TABLE[plot_id] == "steps"
             )
             for plot_id, (title, xl, xu, yl, yu) in PLOTS.items()
         }
-        lay_out_grid(self, self.plots, columns=3)
+        for plot_id in ("epoch_split", "throughput", "memory"):
+            self.plots[plot_id].getPlotItem().addItem(ZeroAnchor(), ignoreBounds=False)
+        self._build_layout()
         self.sources: dict[str, SweepData] = {}
+        self.loss_x = "step"
+        self.log_x = False
         self._curves: dict[tuple[str, int, str], pg.PlotDataItem] = {}
-        self._drawn: dict[tuple[str, int, str], int] = {}  # (source, run, plot) -> table version drawn
+        self._drawn: dict[tuple[str, int, str], tuple] = {}  # (source, run, plot) -> (rows, status) drawn
+        self._envelopes: dict[RunKey, StepEnvelope] = {}
+        self._snapshot: dict[RunKey, tuple[int, int]] = {}  # rows of (steps, epochs) to draw
+        self._phase: tuple = ()  # what the main sweep was doing at the last snapshot, and since when
+        self._phase_since = 0.0
         self._legend_named: set[tuple[str, str, int]] = set()
         self._style_named: set[str] = set()
+        self._memory_label = ""
         self._bars: dict[tuple[str, str], pg.BarGraphItem] = {}
-        self._bars_drawn: dict[str, int] = {}
+        self._bars_drawn: dict[str, tuple] = {}
         self.selection: set[RunKey] = set()
+        self.set_points: dict[str, int] = {}  # plot id -> points handed to setData by its last update (tests)
         self._add_segment_legend()
 
-    # ------------------------------------------------------------ sources
+    def _build_layout(self) -> None:
+        self.x_choice = QComboBox()
+        for key, (text, *_rest) in LOSS_X.items():
+            self.x_choice.addItem(text, key)
+        self.x_choice.setToolTip("x axis of the first loss plot: examples seen compares batch sizes fairly")
+        self.log_box = QCheckBox("log x")
+        self.log_box.setToolTip("logarithmic x axis for both loss-per-step plots")
+        self.x_choice.currentIndexChanged.connect(lambda _i: self.set_loss_x(self.x_choice.currentData()))
+        self.log_box.toggled.connect(lambda on: self.set_loss_x(self.loss_x, on))
+        bar = QHBoxLayout()
+        bar.setContentsMargins(4, 0, 4, 0)
+        bar.addWidget(QLabel("Loss x axis:"))
+        bar.addWidget(self.x_choice)
+        bar.addWidget(self.log_box)
+        bar.addStretch(1)
+        grid = QWidget()
+        lay_out_grid(grid, self.plots, columns=3)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 2, 0, 0)
+        outer.setSpacing(0)
+        outer.addLayout(bar)
+        outer.addWidget(grid, 1)
+
+    # ------------------------------------------------------------ sources and axes
 
     def set_source(self, source: str, data: SweepData | None) -> None:
         """Show this sweep as `source` ("main" or "compare"), replacing what was there."""
@@ -94,102 +156,170 @@ class LivePlots(QWidget):
         for key in [k for k in self._bars if k[0] == source]:
             self.plots["epoch_split"].getPlotItem().removeItem(self._bars.pop(key))
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
+        self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
         self._bars_drawn.pop(source, None)
         if data is None:
             self.sources.pop(source, None)
         else:
             self.sources[source] = data
+        for plot in self.plots.values():
+            sync_legend(plot.getPlotItem())
         self.refresh()
 
-    def refresh(self) -> None:
-        """Redraw every plot whose runs changed since it was last drawn (through the pacer).
+    def set_loss_x(self, loss_x: str, log_x: bool | None = None) -> None:
+        """Plot loss against "step", "examples" or "wall_time" in the first loss plot; log_x for both step plots."""
+        if loss_x not in LOSS_X:
+            raise ValueError(f"loss x axis must be one of {', '.join(LOSS_X)}, got {loss_x!r}")
+        self.loss_x = loss_x
+        self.log_x = self.log_x if log_x is None else bool(log_x)
+        for widget, value in ((self.x_choice, list(LOSS_X).index(loss_x)), (self.log_box, self.log_x)):
+            widget.blockSignals(True)
+            widget.setCurrentIndex(value) if widget is self.x_choice else widget.setChecked(value)
+            widget.blockSignals(False)
+        _text, title, label, units = LOSS_X[loss_x]
+        item = self.plots["loss_step"].getPlotItem()
+        item.setTitle(title)
+        item.setLabel("bottom", label, units=units)
+        for plot_id in ("loss_step", "loss_time"):
+            self.plots[plot_id].getPlotItem().setLogMode(x=self.log_x, y=False)
+            self._drawn = {k: v for k, v in self._drawn.items() if k[2] != plot_id}
+            self.update_plot(plot_id)
+            self.plots[plot_id].getPlotItem().getViewBox().enableAutoRange()
 
-        During a sweep the window's Refresher decides instead which plot is updated on each tick
-        (gui/refresh.py); this is the full redraw after a new source, selection or colours.
-        """
+    # ------------------------------------------------------------ snapshots and drawing
+
+    def take_snapshot(self) -> None:
+        """Note how many rows each run has now: the plots and status_text() show this moment until the next."""
+        self._snapshot = {
+            (source, run.index): (len(run.steps), len(run.epochs))
+            for source, data in self.sources.items()
+            for run in data.runs.values()
+        }
+        phase = self._main_phase()
+        if phase != self._phase:
+            self._phase, self._phase_since = phase, self._clock()
+
+    def _rows(self, source: str, run: RunData, table: str) -> int:
+        steps, epochs = self._snapshot.get((source, run.index), (0, 0))
+        return steps if table == "steps" else epochs
+
+    def refresh(self) -> None:
+        """Take a snapshot and redraw every plot whose runs changed (a new source, selection or axis)."""
+        self.take_snapshot()
         self.pacer.draw(self.plot_ids, self.update_plot)
 
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self.pacer.draw(self.plot_ids, self.update_plot)  # what arrived while another tab showed
+
     def has_pending(self) -> bool:
-        """True while some plot has data it has not drawn yet."""
+        """True while some plot has not drawn the current snapshot yet."""
         for plot_id in PLOT_ORDER:
             table = PLOT_TABLE[plot_id]
             for source, data in self.sources.items():
-                for run in data.ordered_runs():
-                    if self._drawn.get((source, run.index, plot_id)) != run.table_version(table):
+                for run in data.runs.values():
+                    if self._drawn.get((source, run.index, plot_id)) != (self._rows(source, run, table), run.status):
                         return True
         return False
 
     def update_plot(self, plot_id: str) -> bool:
-        """Bring one plot up to date; True if anything visible changed (then Qt repaints it)."""
+        """Bring one plot to the snapshot; True if anything visible changed (then Qt repaints it).
+
+        A hidden tab is not drawn (nothing is marked drawn, so it catches up when shown).
+        """
+        if not self.isVisible():
+            return False
         table = PLOT_TABLE[plot_id]
         changed = False
+        self.set_points[plot_id] = 0
         for source, data in self.sources.items():
             runs_changed = False
             for run in data.ordered_runs():
                 key = (source, run.index, plot_id)
-                version = run.table_version(table)
-                if self._drawn.get(key) == version:
+                state = (self._rows(source, run, table), run.status)
+                if self._drawn.get(key) == state:
                     continue
-                self._drawn[key] = version
+                self._drawn[key] = state
                 if plot_id == "epoch_split":
-                    runs_changed = runs_changed or bool(len(run.epochs))  # a run without epochs has no bar
+                    runs_changed = runs_changed or bool(state[0])  # a run without epochs has no bar
                 else:
                     runs_changed = self._draw_run(source, run, plot_id) or runs_changed
             if plot_id == "epoch_split" and (runs_changed or source not in self._bars_drawn):
                 self._draw_bars(source, data)
-                self._bars_drawn[source] = 1
+                self._bars_drawn[source] = ()
                 runs_changed = True
             changed = changed or runs_changed
         if changed:
+            item = self.plots[plot_id].getPlotItem()
+            sync_legend(item)
             # Settle the auto-range now: left to the paint, it changes the axes and costs a second paint.
-            self.plots[plot_id].getPlotItem().getViewBox().updateAutoRange()
+            item.getViewBox().updateAutoRange()
         return changed
 
     def _draw_run(self, source: str, run: RunData, only_plot: str) -> bool:
         """Set this run's curves in one plot; True if that shows: new data or a new legend entry.
 
-        An empty curve made ahead of its data changes nothing on screen, so it costs no repaint
-        (and nothing from the window's CPU budget).
+        An empty curve made ahead of its data changes nothing on screen, so it costs no repaint.
         """
         legend = self.plots[only_plot].getPlotItem().legend
         entries = len(legend.items)
         shown = False
-        for series, (plot_id, x_col, y_col, table, symbol, style, named) in SERIES.items():
+        for series, (plot_id, x_col, y_col, table, symbol, style) in SERIES.items():
             if plot_id != only_plot:
                 continue
-            columns = run.steps if table == "steps" else run.epochs
-            if not len(columns):
-                # Create a starting run's curves (and legend entries) before its data arrives, while
-                # the child is still loading TensorFlow, so the first data costs only a setData.
+            n = self._rows(source, run, table)
+            if not n:
+                # Create a starting run's curves before its data arrives, while the child is still
+                # loading TensorFlow, so the first data costs only a setData.
                 if run.status == "running" and y_col not in MEMORY_SERIES:
-                    self._curve(source, run, series, plot_id, symbol, style, named)
+                    self._curve(source, run, series, plot_id, symbol, style)
                 continue
-            x = np.asarray(columns[x_col], dtype=float)
-            y = np.asarray(columns[y_col], dtype=float)
-            if x_col == "epoch":
-                x = x + 1
-            if y_col in MEMORY_SERIES:
-                if not (y > 0).any():
-                    continue
-                y = np.where(y > 0, y / MIB, np.nan)
-            curve = self._curve(source, run, series, plot_id, symbol, style, named)
+            if table == "steps":
+                x, y = self._step_curve(source, run, n, self.loss_x if x_col == "loss_x" else x_col)
+            else:
+                x = np.asarray(run.epochs["epoch"][:n], dtype=float) + 1
+                y = np.asarray(run.epochs[y_col][:n], dtype=float)
+                if y_col in MEMORY_SERIES:
+                    if not (y > 0).any():
+                        continue
+                    y = np.where(y > 0, y / MIB, np.nan)
+            curve = self._curve(source, run, series, plot_id, symbol, style)
             curve.setData(x, y, connect="finite")
+            self.set_points[plot_id] = self.set_points.get(plot_id, 0) + len(x)
             shown = True
+        if only_plot == "memory":
+            self._label_memory()
         return shown or len(legend.items) != entries
 
-    def _curve(self, source, run, series, plot_id, symbol, style, named) -> pg.PlotDataItem:
+    def _step_curve(self, source: str, run: RunData, n: int, x_axis: str) -> tuple[np.ndarray, np.ndarray]:
+        """x, y of a run's loss-per-step curve from its envelope; NaN breaks at pauses on a time axis."""
+        envelope = self._envelopes.get((source, run.index))
+        if envelope is None:
+            envelope = self._envelopes[(source, run.index)] = StepEnvelope()
+        envelope.update(run.steps, n)
+        rows, gaps = envelope.draw_rows()
+        steps = run.steps
+        y = np.asarray(steps["loss"][rows], dtype=float)
+        if x_axis == "wall_time":
+            x = np.asarray(steps["wall_time"][rows], dtype=float)
+            at = np.flatnonzero(gaps)
+            return np.insert(x, at, np.nan), np.insert(y, at, np.nan)
+        step = np.asarray(steps["step"][rows], dtype=float)
+        if x_axis == "step":
+            return step + 1, y  # steps done: from 1, so a log axis can show the first
+        return examples_seen(run, rows), y
+
+    def _curve(self, source, run, series, plot_id, symbol, style) -> pg.PlotDataItem:
         key = (source, run.index, series)
         curve = self._curves.get(key)
         if curve is None:
             name = None
             legend_key = (plot_id, source, run.batch_size)
-            if named and legend_key not in self._legend_named:
+            if legend_key not in self._legend_named:
                 self._legend_named.add(legend_key)
                 name = f"batch {run.batch_size}{SOURCE_LABELS[source]}"
-            # Step curves (no symbols) can hold many points: drawn without antialiasing, which costs
-            # several times more, and with a thin pen (see run_pen). A curve of a point per epoch
-            # needs no guard against huge values far outside a zoomed view (dynamicRangeLimit),
-            # which re-derives its displayed data at every change of the y range.
+            # Step curves (no symbols) are drawn without antialiasing, which costs several times
+            # more, and with a thin pen (see run_pen).
             many_points = symbol is None
             curve = pg.PlotDataItem(
                 name=name,
@@ -207,23 +337,66 @@ class LivePlots(QWidget):
             self._style_curve(curve, run.batch_size)
         return curve
 
+    def _label_memory(self) -> None:
+        """On a CPU (host RSS the only reading) the axis says what it is: the whole training process's RSS."""
+        sources = {SERIES[s][2] for (_src, _i, s), c in self._curves.items() if SERIES[s][0] == "memory"}
+        rss_only = sources <= {"rss_peak_bytes"}
+        label = "process RSS (peak per epoch)" if rss_only else "memory (peak per epoch)"
+        if label != self._memory_label:
+            self._memory_label = label
+            self.plots["memory"].getPlotItem().setLabel("left", label, units="MiB")
+
+    # ------------------------------------------------------------ status
+
+    def _main_phase(self) -> tuple:
+        """(run index, phase) of the main sweep while it runs: "starting", "first step" or "training"; () otherwise."""
+        data = self.sources.get("main")
+        if data is None or data.status != "running":
+            return ()
+        for run in data.ordered_runs():
+            if run.status == "running":
+                rows = self._snapshot.get(("main", run.index), (0, 0))[0]
+                return (run.index, "training" if rows else "first step")
+        pending = [r for r in data.ordered_runs() if r.status == "pending"]
+        return (pending[0].index, "starting") if pending else ()
+
+    def status_text(self) -> str:
+        """The main sweep's position as the plots show it (run, batch, epoch, step, loss), or its start-up state."""
+        data = self.sources.get("main")
+        if not self._phase or data is None or self._phase[0] not in data.runs:
+            return ""
+        index, phase = self._phase
+        run = data.runs[index]
+        head = f"Run {index + 1}/{len(data.runs)} · batch {run.batch_size} · "
+        waited = f"{self._clock() - self._phase_since:.0f} s"
+        if phase == "starting":
+            return head + f"starting TensorFlow / building the model… {waited}"
+        if phase == "first step":
+            return head + f"first step (tracing the model)… {waited}"
+        rows = self._rows("main", run, "steps")
+        epoch = int(run.steps["epoch"][rows - 1])
+        text = head + f"epoch {epoch + 1}/{run.epochs_planned or '?'} · step {rows}"
+        loss = float(run.steps["loss"][rows - 1])
+        return text + f" · loss {loss:.4g}"
+
     # ------------------------------------------------------------ epoch time bars
 
     def _draw_bars(self, source: str, data: SweepData) -> None:
-        runs = [r for r in data.ordered_runs() if len(r.epochs)]
+        runs = [r for r in data.ordered_runs() if self._rows(source, r, "epochs")]
         seeds = sorted({r.seed for r in data.runs.values()}) or [0]
         n_groups = len(seeds) * max(1, len(self.sources))
         width = 0.8 / n_groups
         group_of_source = sorted(self.sources).index(source) if source in self.sources else 0
         xs, bottoms, heights, colours = [], {s: [] for s, _ in SEGMENTS}, {s: [] for s, _ in SEGMENTS}, []
         for run in runs:
+            n = self._rows(source, run, "epochs")
             group = group_of_source * len(seeds) + seeds.index(run.seed)
             xs.append(np.log2(run.batch_size) - 0.4 + width * (group + 0.5))
             colours.append((run, self.colours.colour(run.batch_size)))
-            epoch_time = float(np.nanmean(run.epochs["epoch_time"]))
+            epoch_time = float(np.nanmean(run.epochs["epoch_time"][:n]))
             bottom = 0.0
             for seg, col in SEGMENTS:
-                value = float(np.nanmean(run.epochs[col])) if col else epoch_time - bottom
+                value = float(np.nanmean(run.epochs[col][:n])) if col else epoch_time - bottom
                 value = max(0.0, value) if np.isfinite(value) else 0.0
                 bottoms[seg].append(bottom)
                 heights[seg].append(value)
@@ -257,12 +430,13 @@ class LivePlots(QWidget):
         for seg, _ in SEGMENTS:
             sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=_segment_brush(seg, grey, False))
             legend.addItem(sample, seg)
+        sync_legend(self.plots["epoch_split"].getPlotItem())
 
     def _add_style_legend(self, series: str) -> None:
         if series not in STYLE_LEGEND or series in self._style_named:
             return
         self._style_named.add(series)
-        plot_id, _x, _y, _t, symbol, style, _named = SERIES[series]
+        plot_id, _x, _y, _t, symbol, style = SERIES[series]
         grey = QColor("#555555")
         pen = pg.mkPen(grey, width=1.6, style=style or Qt.PenStyle.SolidLine)
         sample = pg.PlotDataItem([0], [0], pen=pen, symbol=symbol, symbolPen=pen, symbolBrush=grey)
@@ -309,6 +483,19 @@ class LivePlots(QWidget):
             for (_s, _i, series), c in self._curves.items()
             if SERIES[series][0] == plot_id and c.xData is not None and len(c.xData)
         )
+
+
+def examples_seen(run: RunData, rows: np.ndarray) -> np.ndarray:
+    """Training examples seen by the end of each of these step rows (the last batch of an epoch may be short)."""
+    steps = run.steps
+    step = np.asarray(steps["step"][rows], dtype=np.int64)
+    batch = run.batch_size
+    samples, per_epoch = run.attrs.get("samples"), run.steps_per_epoch
+    if not samples or not per_epoch:
+        return ((step + 1) * batch).astype(float)
+    epoch = np.asarray(steps["epoch"][rows], dtype=np.int64)
+    within = np.minimum((step - epoch * per_epoch + 1) * batch, int(samples))
+    return (epoch * int(samples) + within).astype(float)
 
 
 def _segment_brush(segment: str, colour: QColor, dimmed: bool):

@@ -334,12 +334,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.progress_bar.setFormat(f"{fraction * 100:.0f}%")
             eta = p.eta_seconds()
             self.eta_label.setText(f"ETA {format_duration(eta)}" if math.isfinite(eta) else "ETA --")
-            if p.current:
-                run_no = min(p.done_runs + 1, p.total_runs)
-                text = f"Run {run_no}/{p.total_runs} · batch {p.current['batch']} · epoch "
-                text += f"{p.current['epoch'] + 1}/{p.current['epochs']}"
-                if "loss" in p.current:
-                    text += f" · loss {p.current['loss']:.4g}"
+            text = self.live.status_text()  # what the plots show now, or "starting TensorFlow… 3 s"
+            if text:
                 if self.worker.stop_requested:
                     text = "Stopping after the current step…"
                 self.status_label.setText(text)

@@ -284,12 +284,56 @@ def make_plot(
         # Two tick levels, not pyqtgraph's three: the third ("pretty, but eat up CPU", says pyqtgraph)
         # made each axis regeneration, which every range change of a live plot costs, ~30% slower.
         item.getAxis(name).setStyle(maxTickLevel=1)
-    legend = item.addLegend(offset=(-6, 6), labelTextSize="8pt", verSpacing=-6)
-    legend.setBrush(legend_brush())
+    add_legend_below(item)
     if y_units == "MiB":
         item.getAxis("left").enableAutoSIPrefix(False)
     widget.setMinimumSize(PLOT_MIN_PX[0], PLOT_MIN_PX[1])
     return widget
+
+
+LEGEND_ROW = 4  # PlotItem's layout: title 0, top axis 1, view 2, bottom axis 3; the legend goes under it
+LEGEND_COLUMNS = 4
+
+
+def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
+    """A legend in the plot's layout below the x axis: outside the data area, so it never hides a point.
+
+    It is `item.legend`, so curves added with a name appear in it; `sync_legend` hides it while empty.
+    """
+    legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, colCount=LEGEND_COLUMNS)
+    legend.setParentItem(item)
+    item.layout.addItem(legend, LEGEND_ROW, 1)
+    item.legend = legend
+    sync_legend(item)
+    return legend
+
+
+def sync_legend(item: pg.PlotItem) -> None:
+    """Show the legend only when it has entries (an empty box explains nothing) and size its row to them."""
+    legend = item.legend
+    if legend is None:
+        return
+    entries = len(legend.items)
+    legend.setVisible(entries > 0)
+    columns = max(1, min(LEGEND_COLUMNS, entries))
+    if legend.columnCount != columns:
+        legend.setColumnCount(columns)
+    height = legend.layout.sizeHint(Qt.SizeHint.PreferredSize).height() if entries else 0.0
+    legend.setMaximumHeight(height)
+    legend.setMinimumHeight(height)
+
+
+class ZeroAnchor(pg.GraphicsObject):
+    """An invisible item whose y data bounds are 0: an auto-ranged axis of amounts (memory, time) starts at zero."""
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt override)
+        return QRectF()
+
+    def paint(self, *_args) -> None:
+        pass
+
+    def dataBounds(self, axis: int, frac: float = 1.0, orthoRange=None):  # noqa: N802 (pyqtgraph hook)
+        return (0.0, 0.0) if axis == 1 else None
 
 
 def lay_out_grid(parent: QWidget, widgets: dict[str, pg.PlotWidget], columns: int) -> None:

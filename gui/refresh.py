@@ -1,12 +1,9 @@
 """When the window redraws: the one refresh policy, and the one object that applies it.
 
-During a sweep every repaint of the window is CPU taken from training (on a 2-core machine,
-from TensorFlow's two threads), so how often each part of the window redraws is decided here
-and nowhere else. `RefreshPolicy` holds every interval of the chain from the child's step
-records to the screen; `Refresher` owns the window's timer and decides on each tick what may
-redraw: which live plot, whether the CPU budget allows it, the summary, the runs table's
-numbers, the status bar, and when to stop once a finished sweep has been drawn. The views only
-know how to draw themselves. Clocks are injected, so the decisions are tested with fake ones.
+How often each part of the window redraws during a sweep is decided here and nowhere else.
+`RefreshPolicy` holds every interval of the chain from the child's step records to the screen;
+`Refresher` owns the window's timer and decides on each tick what redraws. The views only know
+how to draw themselves. Clocks are injected, so the decisions are tested with fake ones.
 """
 
 from __future__ import annotations
@@ -18,56 +15,40 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from batchlab.core.events import STEP_FLUSH_SECONDS
-from batchlab.gui.cpu_budget import CpuBudget
 from PySide6.QtCore import QObject, QTimer
 
 
 @dataclass(frozen=True)
 class RefreshPolicy:
-    """How often each part of the window may redraw while a sweep runs (all times in seconds).
+    """How often each part of the window redraws while a sweep runs (all times in seconds).
 
     The chain, from the training child to the screen:
 
     - the child sends its step records every `step_flush_s` (0.25 s, `core.events.STEP_FLUSH_SECONDS`:
       the child's setting, shown here so the chain reads in one place);
-    - the sweep worker hands events to the GUI thread in lists at most every `event_batch_s`
-      (run, epoch and sweep events at once; step and log events wait for the next event);
-    - a timer ticks every `tick_s` while data arrives; ticks alternate between the live plots
-      (at most `plots_per_tick` plot updated, round robin) and the rest (summary, runs table,
-      status bar), so one tick's work plus the repaint it causes stays a few ms;
-    - no live plot is updated more often than every `plot_interval_s`, and only while the GUI
-      thread has used less than `gui_cpu_share` of one core (a `CpuBudget` with `gui_cpu_burst_s`
-      of credit); over budget, only a plot that has waited `plot_max_wait_s` is updated, so
-      nothing looks frozen. Events, the table, the status bar and user input are never held back;
+    - the sweep worker hands events to the GUI thread in lists at most every `event_batch_s`;
+    - every `frame_s` a frame starts: the live plots note how many rows each run has now (a
+      snapshot), and the status bar, the summary and the runs table show that moment. On the
+      ticks that follow (every `tick_s`) the visible tab's live plots are brought to the
+      snapshot one per tick, so no tick does more than one plot's work and its repaint, and every
+      plot and the status bar show the same run and epoch;
     - a running run's numbers in the runs table change at most every `table_interval_s` (a
-      status change shows at once); the status bar (progress, ETA) every `status_interval_s`;
-    - after the sweep the plot ticks catch up without the budget, then the timer stops.
+      status change shows at once).
 
-    The defaults are what the benchmarks measured (docs/gui.md, docs/benchmarks.md): on the
-    2-core dev VM the GUI thread used 2.6-2.7% of a core and the loss-vs-step plot redrew every
-    1.8-2.2 s (median) while training kept within its 5% allowance.
+    No CPU cap holds drawing back: what keeps the cost low is that a plot update does not grow with
+    the curve (gui/step_envelope.py) and hidden tabs are not drawn. The cost is measured by
+    bench/bench_gui_responsiveness.py (docs/benchmarks.md).
     """
 
-    tick_s: float = 0.08
-    plots_per_tick: int = 1
-    plot_interval_s: float = 1.0
-    plot_max_wait_s: float = 5.0
-    gui_cpu_share: float = 0.03
-    gui_cpu_burst_s: float = 0.05
+    tick_s: float = 0.05
+    frame_s: float = 0.5
     table_interval_s: float = 1.0
-    status_interval_s: float = 0.5
     event_batch_s: float = 0.05
 
     def __post_init__(self):
-        for name in ("tick_s", "plot_interval_s", "table_interval_s", "status_interval_s", "event_batch_s"):
+        for name in ("tick_s", "frame_s", "table_interval_s", "event_batch_s"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
-        if self.plots_per_tick < 1:
-            raise ValueError(f"plots_per_tick must be >= 1, got {self.plots_per_tick}")
-        if not self.plot_max_wait_s >= self.plot_interval_s:
-            raise ValueError(
-                f"plot_max_wait_s must be >= plot_interval_s ({self.plot_interval_s}), got {self.plot_max_wait_s}"
-            )
 
     @property
     def tick_ms(self) -> int:
@@ -85,42 +66,23 @@ DEFAULT_POLICY = RefreshPolicy()
 
 
 class PlotPacer:
-    """Which live plots to bring up to date now: round robin, none more often than an interval.
-
-    Every update of a live plot goes through here (the window's ticks and the plots' own full
-    redraws after a new source or selection), so the interval counts from the last real redraw.
-    """
+    """Updates live plots and remembers when each last changed on screen (the pacer's clock)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
         self._drawn_at: dict[str, float] = {}
-        self._next = 0
 
-    def draw(
-        self,
-        plot_ids: Sequence[str],
-        update: Callable[[str], bool],
-        max_plots: int | None = None,
-        min_interval_s: float = 0.0,
-    ) -> int:
-        """Call update(plot_id) for the plots due, from where the last tick stopped; how many changed.
+    def draw(self, plot_ids: Sequence[str], update: Callable[[str], bool], max_plots: int | None = None) -> int:
+        """Call update(plot_id) in order until max_plots of them changed; how many changed.
 
-        `update` returns True if the plot changed (then Qt repaints it); a plot that had nothing
-        new does not count towards max_plots nor restart its interval.
+        `update` returns True if the plot changed (then Qt repaints it).
         """
-        now = self._clock()
         drawn = 0
-        count = len(plot_ids)
-        for offset in range(count):
-            index = (self._next + offset) % count
-            plot_id = plot_ids[index]
-            if now - self._drawn_at.get(plot_id, -math.inf) < min_interval_s:
-                continue
+        for plot_id in plot_ids:
             if update(plot_id):
-                self._drawn_at[plot_id] = now
+                self._drawn_at[plot_id] = self._clock()
                 drawn += 1
                 if max_plots is not None and drawn >= max_plots:
-                    self._next = (index + 1) % count
                     break
         return drawn
 
@@ -134,9 +96,9 @@ class LiveView(Protocol):
 
     plot_ids: Sequence[str]
 
-    def update_plot(self, plot_id: str) -> bool: ...
+    def take_snapshot(self) -> None: ...
 
-    def has_pending(self) -> bool: ...
+    def update_plot(self, plot_id: str) -> bool: ...
 
 
 class SummaryViewLike(Protocol):
@@ -159,18 +121,15 @@ class Refresher(QObject):
         policy: RefreshPolicy = DEFAULT_POLICY,
         parent: QObject | None = None,
         clock: Callable[[], float] = time.monotonic,
-        cpu_clock: Callable[[], float] = time.thread_time,
     ):
         super().__init__(parent)
         self.policy = policy
         self._clock = clock
-        self.budget = CpuBudget(policy.gui_cpu_share, policy.gui_cpu_burst_s, cpu_clock=cpu_clock, wall_clock=clock)
         self.pacer = PlotPacer(clock)
         self.timer = QTimer(self)
         self.timer.setInterval(policy.tick_ms)
-        self.draining = False
-        self._ticks = 0
-        self._status_shown = -math.inf  # when the status bar last showed the sweep's progress
+        self._frame_at = -math.inf  # when the last frame started
+        self._due: list[str] = []  # plots not yet brought to this frame's snapshot
         self._table_shown = -math.inf  # when the runs table last showed changed rows
         self._plots: LiveView | None = None
         self._summary: SummaryViewLike | None = None
@@ -191,66 +150,51 @@ class Refresher(QObject):
 
     @property
     def active(self) -> bool:
-        """True while the timer runs (data arrives, or a finished sweep is still being drawn)."""
+        """True while the timer runs (data arrives)."""
         return self.timer.isActive()
 
     def start(self) -> None:
-        """Data will arrive (a sweep or a file being written): tick until `drain()` has caught up.
-
-        The CPU budget starts full, unless data was already arriving (a followed file re-read):
-        then the reading is charged like any other work.
-        """
-        if not self.active or self.draining:
-            self.budget.reset()
-            self._ticks = 0  # the first tick after a start is a plot tick
-        self.draining = False
+        """Data will arrive (a sweep or a file being written): tick until `drain()`; the first tick starts a frame."""
+        if not self.active:
+            self._frame_at = -math.inf
         self.timer.start()
 
     def drain(self) -> None:
-        """No more data: plot ticks catch up without the budget, then one full refresh and the timer stops."""
+        """No more data: the timer stops and everything is drawn once, now."""
         if self.active:
-            self.draining = True
+            self.stop()
+            self._full()
 
     def stop(self) -> None:
         self.timer.stop()
-        self.draining = False
+        self._due = []
 
     def refresh(self, full: bool = False) -> None:
         """One tick while the timer runs; otherwise, or with full=True, everything that changed now."""
         if self.active and not full:
-            self._ticks += 1
-            if self._ticks % 2:
-                if not self._plot_tick():
-                    return
-            else:
-                self._rest_tick()
-                return
-        self._full()
+            self._tick()
+        else:
+            self._full()
 
-    def _plot_tick(self) -> bool:
-        """Update at most plots_per_tick live plots; True once draining has caught up (timer stopped)."""
-        p = self.policy
-        within = self.draining or self.budget.allow()  # draining: no training left to protect
-        interval = p.plot_interval_s if within else p.plot_max_wait_s
-        plots = self._plots
-        self.pacer.draw(plots.plot_ids, plots.update_plot, max_plots=p.plots_per_tick, min_interval_s=interval)
-        if not self.draining or plots.has_pending():
-            return False
-        self.stop()
-        return True
-
-    def _rest_tick(self) -> None:
-        p = self.policy
-        self._summary.refresh(force=False)
+    def _tick(self) -> None:
         now = self._clock()
-        if self._table.refresh(values_due=now - self._table_shown >= p.table_interval_s):
-            self._table_shown = now
-        if now - self._status_shown >= p.status_interval_s:
-            self._status_shown = now
+        if now - self._frame_at >= self.policy.frame_s:
+            self._frame_at = now
+            self._plots.take_snapshot()
+            self._due = list(self._plots.plot_ids)
             self._show_status()
+            self._summary.refresh(force=False)
+            if self._table.refresh(values_due=now - self._table_shown >= self.policy.table_interval_s):
+                self._table_shown = now
+            return
+        while self._due:  # one plot that changes per tick; one with nothing new costs nothing
+            if self.pacer.draw([self._due.pop(0)], self._plots.update_plot):
+                return
 
     def _full(self) -> None:
         plots = self._plots
+        plots.take_snapshot()
+        self._due = []
         self.pacer.draw(plots.plot_ids, plots.update_plot)
         self._summary.refresh(force=True)
         if self._table.refresh(values_due=True):

@@ -12,7 +12,17 @@ from collections import defaultdict
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.model import RunData, SweepData
-from batchlab.gui.plot_style import MIB, STATUS_MARKS, BatchColours, lay_out_grid, make_plot, run_brush, run_pen
+from batchlab.gui.plot_style import (
+    MIB,
+    STATUS_MARKS,
+    BatchColours,
+    ZeroAnchor,
+    lay_out_grid,
+    make_plot,
+    run_brush,
+    run_pen,
+    sync_legend,
+)
 from PySide6.QtWidgets import QWidget
 
 METRICS = {
@@ -22,6 +32,10 @@ METRICS = {
     "throughput": ("Throughput", "throughput", "samples/s"),
     "peak_memory": ("Peak memory", "memory", "MiB"),
 }
+# Amounts whose axis starts at zero, so a difference looks as large as it is
+FROM_ZERO = ("total_time", "throughput", "peak_memory")
+# Smallest y span of an axis, relative to its values: one run (or equal ones) still gets tick labels
+MIN_RELATIVE_SPAN = 0.1
 
 
 def metric_value(run: RunData, metric: str) -> float:
@@ -47,6 +61,8 @@ class SummaryView(QWidget):
         for metric, (title, yl, yu) in METRICS.items():
             widget = make_plot(title, "batch size", None, yl, yu, log2_x=True)
             widget.getPlotItem().getViewBox().setDefaultPadding(0.08)  # markers at the ends stay whole
+            if metric in FROM_ZERO:
+                widget.getPlotItem().addItem(ZeroAnchor())
             self.plots[metric] = widget
         lay_out_grid(self, self.plots, columns=2)
         self.sources: dict[str, SweepData] = {}
@@ -94,6 +110,30 @@ class SummaryView(QWidget):
             self._items[metric] = []
             for source, data in self.sources.items():
                 self._draw_metric(plot, metric, source, data)
+            self._widen_flat_range(plot, metric)
+            sync_legend(plot)
+
+    def _widen_flat_range(self, plot: pg.PlotItem, metric: str) -> None:
+        """Give the y axis a span of at least MIN_RELATIVE_SPAN of its values (else one run gets no tick labels)."""
+        values = [
+            y
+            for item in self._items[metric]
+            if isinstance(item, pg.ScatterPlotItem)
+            for y in item.data["y"]
+            if math.isfinite(y)
+        ]
+        view = plot.getViewBox()
+        if not values:
+            return
+        lo, hi = min(values), max(values)
+        if metric in FROM_ZERO:
+            lo = min(lo, 0.0)
+        span = max(hi - lo, MIN_RELATIVE_SPAN * max(abs(lo), abs(hi)), 1e-12)
+        if hi - lo < span:
+            middle = (lo + hi) / 2
+            view.setYRange(middle - span / 2, middle + span / 2)
+        else:
+            view.enableAutoRange(axis=pg.ViewBox.YAxis)
 
     def _draw_metric(self, plot: pg.PlotItem, metric: str, source: str, data: SweepData) -> None:
         ended = [r for r in data.ordered_runs() if r.status not in ("pending", "running")]
@@ -122,11 +162,17 @@ class SummaryView(QWidget):
                 )
             elif run.status in STATUS_MARKS:
                 failed.append((run, x, value, colour, dimmed))
-        finite = [v for vs in ok_values.values() for v in vs]
-        top = max(finite) if finite else 1.0
         for run, x, value, colour, dimmed in failed:
             symbol, label = STATUS_MARKS[run.status]
-            y = value if math.isfinite(value) else top
+            # At the run's own value; a run without one (stopped before it was measured) on the axis
+            # of an amount (0) or without a point, never at another run's value.
+            if math.isfinite(value):
+                y = value
+            elif metric in FROM_ZERO:
+                y, label = 0.0, f"{label} (no value)"
+            else:
+                self.marks.append((metric, source, run.index, f"{label} (no value)"))
+                continue
             pen = run_pen(colour, compare=compare, dimmed=dimmed, highlighted=False)
             spots.append(
                 {

@@ -1,4 +1,4 @@
-"""The window's one refresh policy: what each tick redraws, how often, within what CPU budget, and when it stops.
+"""The window's one refresh policy: frames at a fixed rate, one plot per tick, status and plots from one snapshot.
 
 The Refresher's decisions are tested with fake clocks and stand-in views (each test drives the
 ticks itself); the real window is checked to hand the same policy to every view.
@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from batchlab.core.model import SweepData
 from batchlab.gui import refresh
-from batchlab.gui.refresh import DEFAULT_POLICY, PlotPacer, Refresher, RefreshPolicy
+from batchlab.gui.refresh import DEFAULT_POLICY, Refresher, RefreshPolicy
 from batchlab.gui.worker import SweepWorker
 from PySide6.QtCore import QSettings
 
@@ -22,31 +22,32 @@ from tests.gui.synthetic import sweep_events
 
 
 class Clocks:
-    """A fake wall clock and GUI-thread CPU clock that the test advances by hand."""
+    """A fake wall clock that the test advances by hand."""
 
     def __init__(self):
         self.wall = 100.0
-        self.cpu = 0.0
 
 
 class FakePlots:
-    """Live plots whose new data the test controls; each redraw costs `cost_s` of fake CPU."""
+    """Live plots whose new data the test controls."""
 
     plot_ids = ("loss_step", "loss_time", "loss_epoch")
 
-    def __init__(self, clocks: Clocks, cost_s: float = 0.0, always_new: bool = False):
+    def __init__(self, clocks: Clocks, always_new: bool = False):
         self.clocks = clocks
-        self.cost_s = cost_s
         self.always_new = always_new  # data arrives all the time (a running sweep)
         self.pending: set[str] = set()
         self.drawn: list[tuple[float, str]] = []  # (wall time, plot id)
+        self.snapshots: list[float] = []
+
+    def take_snapshot(self) -> None:
+        self.snapshots.append(self.clocks.wall)
 
     def update_plot(self, plot_id: str) -> bool:
         if not (self.always_new or plot_id in self.pending):
             return False
         self.pending.discard(plot_id)
         self.drawn.append((self.clocks.wall, plot_id))
-        self.clocks.cpu += self.cost_s
         return True
 
     def has_pending(self) -> bool:
@@ -80,29 +81,28 @@ class FakeTable:
 
 
 class Harness:
-    def __init__(self, policy: RefreshPolicy = DEFAULT_POLICY, cost_s: float = 0.0, always_new: bool = False):
+    def __init__(self, policy: RefreshPolicy = DEFAULT_POLICY, always_new: bool = False):
         self.clocks = Clocks()
         self.policy = policy
-        self.plots = FakePlots(self.clocks, cost_s, always_new)
+        self.plots = FakePlots(self.clocks, always_new)
         self.summary = FakeSummary()
         self.table = FakeTable(self.clocks)
         self.status: list[float] = []
         self.ticks = 0
-        self.refresher = Refresher(policy, clock=lambda: self.clocks.wall, cpu_clock=lambda: self.clocks.cpu)
+        self.refresher = Refresher(policy, clock=lambda: self.clocks.wall)
         self.refresher.attach(
             self.plots, self.summary, self.table, show_status=lambda: self.status.append(self.clocks.wall)
         )
 
-    def tick(self, cpu_s: float = 0.0) -> None:
-        """One timer period passes (with cpu_s of required work on the GUI thread), then the tick runs."""
+    def tick(self) -> None:
+        """One timer period passes, then the tick runs."""
         self.clocks.wall += self.policy.tick_s
-        self.clocks.cpu += cpu_s
         self.ticks += 1
         self.refresher.refresh()
 
-    def run(self, seconds: float, cpu_s: float = 0.0) -> None:
+    def run(self, seconds: float) -> None:
         for _ in range(round(seconds / self.policy.tick_s)):
-            self.tick(cpu_s)
+            self.tick()
 
 
 @pytest.fixture
@@ -122,160 +122,84 @@ def _gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in zip(times, times[1:], strict=False)]
 
 
-def test_ticks_alternate_one_plot_and_the_rest(harness):
+def test_while_data_arrives_every_plot_is_redrawn_at_least_once_a_second(harness):
+    """Item 1 of issue 11: no CPU cap holds plots back; each frame brings every plot to its snapshot."""
     h = harness(always_new=True)
     h.refresher.start()
-    for _ in range(3):
-        drawn, summaries, tables = len(h.plots.drawn), len(h.summary.calls), len(h.table.calls)
-        h.tick()  # a plot tick: exactly one plot, nothing else
-        assert len(h.plots.drawn) == drawn + 1
-        assert (len(h.summary.calls), len(h.table.calls)) == (summaries, tables)
-        h.tick()  # the rest: summary (only if shown) and table, no plot
-        assert len(h.plots.drawn) == drawn + 1
-        assert h.summary.calls[-1] is False and len(h.table.calls) == tables + 1
-    # round robin: each plot in turn, not the first one again and again
-    assert [p for _t, p in h.plots.drawn] == list(FakePlots.plot_ids)
-
-
-def test_a_plot_is_not_redrawn_more_often_than_its_interval(harness):
-    h = harness(always_new=True)  # new data for every plot at every tick, as steps stream in
-    h.refresher.start()
-    h.run(seconds=20.0)
-    interval = h.policy.plot_interval_s
+    h.run(seconds=10.0)
     for plot_id in FakePlots.plot_ids:
         times = h.plots.times(plot_id)
-        assert min(_gaps(times)) >= interval - 1e-9, plot_id
-        # ...and it is redrawn as soon as it is due (within a plot tick), so nothing lags behind
-        assert len(times) >= 20.0 / (interval + 2 * h.policy.tick_s) - 1, plot_id
+        assert len(times) >= 10, plot_id
+        gaps = _gaps(times)
+        assert max(gaps) <= h.policy.frame_s + h.policy.tick_s + 1e-9 <= 1.0, plot_id
 
 
-def test_the_cpu_budget_holds_plot_repaints_back_but_a_plot_that_waited_the_max_wait_is_drawn(harness):
-    policy = DEFAULT_POLICY
+def test_a_frame_takes_one_snapshot_then_one_plot_per_tick(harness):
     h = harness(always_new=True)
     h.refresher.start()
-    h.run(seconds=2.0)  # within budget: every plot drawn about once a second
-    assert h.refresher.budget.denied == 0 and len(h.plots.times("loss_step")) == 2
-    busy_from = h.clocks.wall
-    # A second of required work (a file load, a resize), then events and the table take 10% of a
-    # core, over the 3% share: from now on the budget says no.
-    h.clocks.cpu += 1.0
-    h.run(seconds=12.0, cpu_s=0.1 * policy.tick_s)
-    assert h.refresher.budget.denied > 0
-    for plot_id in FakePlots.plot_ids:
-        busy = [t for t in h.plots.times(plot_id) if t > busy_from]
-        last_before = max(t for t in h.plots.times(plot_id) if t <= busy_from)
-        gaps = _gaps([last_before, *busy])
-        assert len(busy) >= 2, plot_id  # drawn anyway: nothing looks frozen
-        assert min(gaps) >= policy.plot_max_wait_s - 1e-9, plot_id  # but only after the longest wait
-        assert max(gaps) <= policy.plot_max_wait_s + 2 * policy.tick_s * len(FakePlots.plot_ids), plot_id
-    # The rest of the window is never held back by the budget: every other tick, all along.
-    assert len(h.table.calls) == len(h.summary.calls) == h.ticks // 2
-
-
-def test_the_budget_charges_what_repaints_really_cost(harness):
-    """Repaints of 20 ms each: the GUI thread stays near its share of a core, however much data arrives."""
-    h = harness(cost_s=0.02, always_new=True)
-    h.refresher.start()
-    h.run(seconds=60.0)
-    policy = h.policy
-    assert h.clocks.cpu <= policy.gui_cpu_share * 60.0 + policy.gui_cpu_burst_s + 0.02
-    assert h.clocks.cpu >= 0.8 * policy.gui_cpu_share * 60.0  # the share is used, not starved
-
-
-def test_draining_after_a_sweep_stops_the_timer_once_every_plot_caught_up(harness):
-    h = harness()
-    h.refresher.start()
-    h.plots.pending = set(FakePlots.plot_ids)
-    h.run(seconds=0.5)
-    assert not h.plots.pending  # all drawn once, one per plot tick
-    h.plots.cost_s = 1.0  # then repaints far over budget: while the sweep runs, plots wait
-    h.clocks.cpu += 1.0
-    h.plots.pending = set(FakePlots.plot_ids)
-    h.run(seconds=1.0)
-    assert h.refresher.budget.denied > 0 and h.plots.pending == set(FakePlots.plot_ids) and h.refresher.active
-    h.refresher.drain()  # the sweep ended: no training left to protect, so the budget no longer applies
-    ticks = 0
-    while h.refresher.active:
-        assert h.plots.pending  # the timer runs as long as some plot has data it has not drawn
+    h.tick()  # the first tick starts a frame: snapshot, status bar, summary, table; no plot yet
+    assert len(h.plots.snapshots) == 1 and h.status == [h.clocks.wall] and h.plots.drawn == []
+    for n in range(1, len(FakePlots.plot_ids) + 1):
         h.tick()
-        ticks += 1
-        assert ticks < 20
-    assert not h.plots.pending
-    assert ticks == 2 * len(FakePlots.plot_ids) - 1  # one plot per plot tick, a table tick between them
-    # the tick that caught up ended with one full refresh: summary drawn even if hidden, status shown
-    assert h.summary.calls[-1] is True and h.status[-1] == h.clocks.wall
+        assert [p for _t, p in h.plots.drawn] == list(FakePlots.plot_ids[:n])  # one per tick, in order
+    h.tick()  # every plot drew this frame: nothing until the next frame
+    assert len(h.plots.drawn) == len(FakePlots.plot_ids) and len(h.plots.snapshots) == 1
+    # the status bar was shown from the same snapshot as the plots (one per frame, at its start)
+    h.run(seconds=2.0)
+    assert len(h.status) == len(h.plots.snapshots)
 
 
-def test_draining_waits_for_a_plot_held_back_by_its_interval(harness):
+def test_a_plot_with_nothing_new_does_not_use_up_a_tick(harness):
     h = harness()
     h.refresher.start()
-    h.plots.pending = {"loss_step"}
+    h.tick()  # frame start
+    h.plots.pending = {"loss_epoch"}
     h.tick()
-    drawn_at = h.clocks.wall
-    assert h.plots.times("loss_step") == [drawn_at]
-    h.plots.pending = {"loss_step"}  # the last steps arrive just after that redraw, then the sweep ends
+    assert h.plots.drawn == [(h.clocks.wall, "loss_epoch")]  # the two step plots had nothing: skipped
+
+
+def test_draining_after_a_sweep_draws_everything_once_and_stops(harness):
+    h = harness()
+    h.refresher.start()
+    h.tick()
+    h.plots.pending = set(FakePlots.plot_ids)
     h.refresher.drain()
-    h.run(seconds=h.policy.plot_interval_s - 2 * h.policy.tick_s)
-    assert h.refresher.active and h.plots.pending  # not redrawn sooner than its interval, even now
-    h.run(seconds=4 * h.policy.tick_s)
-    assert not h.refresher.active and not h.plots.pending
-    assert h.plots.times("loss_step")[-1] - drawn_at >= h.policy.plot_interval_s - 1e-9
+    assert not h.refresher.active and h.plots.pending == set()
+    assert h.summary.calls[-1] is True and h.table.calls[-1] is True
 
 
 def test_drain_does_nothing_when_the_timer_is_not_running(harness):
     h = harness()
     h.refresher.drain()
-    assert not h.refresher.active and not h.refresher.draining
+    assert h.plots.drawn == [] and not h.refresher.active
 
 
-def test_the_status_bar_and_the_tables_numbers_are_updated_at_their_intervals(harness):
-    h = harness()
+def test_the_tables_numbers_are_updated_at_their_interval(harness):
+    h = harness(always_new=True)
     h.refresher.start()
-    h.run(seconds=10.0)
-    p = h.policy
-    rest_tick = 2 * p.tick_s  # the status bar and the table are updated on every other tick
-    for shown, interval in ((h.status, p.status_interval_s), (h.table.shown, p.table_interval_s)):
-        gaps = _gaps(shown)
-        assert len(shown) >= 10.0 / (interval + rest_tick) - 1
-        assert min(gaps) >= interval - 1e-9 and max(gaps) <= interval + rest_tick + 1e-9
-    # a status change in the table is never held back: the table is asked on every rest tick
-    assert len(h.table.calls) == round(10.0 / p.tick_s) // 2
+    h.run(seconds=5.0)
+    assert len(h.table.calls) == len(h.plots.snapshots)  # the table is looked at every frame
+    gaps = _gaps(h.table.shown)
+    assert min(gaps) >= h.policy.table_interval_s - 1e-9 and max(gaps) <= h.policy.table_interval_s + h.policy.frame_s
 
 
 def test_a_refresh_outside_the_timer_redraws_everything_at_once(harness):
     h = harness()
     h.plots.pending = set(FakePlots.plot_ids)
     h.refresher.refresh()
-    assert not h.plots.pending and h.summary.calls == [True] and h.table.calls == [True] and len(h.status) == 1
+    assert h.plots.pending == set() and h.summary.calls == [True] and h.status
 
 
-def test_the_pacer_counts_an_interval_from_the_last_real_redraw():
-    now = [0.0]
-    pacer = PlotPacer(clock=lambda: now[0])
-    changed = {"a": True, "b": False}
-    assert pacer.draw(("a", "b"), lambda p: changed[p], max_plots=1, min_interval_s=1.0) == 1
-    assert pacer.drawn_at("a") == 0.0 and pacer.drawn_at("b") == -math.inf  # nothing new: no redraw counted
-    now[0] = 0.5
-    changed["b"] = True
-    assert pacer.draw(("a", "b"), lambda p: changed[p], max_plots=1, min_interval_s=1.0) == 1
-    assert pacer.drawn_at("b") == 0.5 and pacer.drawn_at("a") == 0.0  # a is not due yet
-
-
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [("tick_s", -0.1), ("plot_interval_s", -1.0), ("plots_per_tick", 0), ("plot_max_wait_s", 0.5)],
-)
+@pytest.mark.parametrize("field,value", [("tick_s", -0.1), ("frame_s", -1.0), ("table_interval_s", -1.0)])
 def test_a_nonsense_policy_is_refused(field, value):
     with pytest.raises(ValueError, match=field):
         replace(DEFAULT_POLICY, **{field: value})
 
 
 def test_the_policy_is_what_the_benchmarks_measured():
-    """A refactor, not a retune: docs/gui.md and docs/benchmarks.md describe exactly these numbers."""
+    """docs/gui.md and docs/benchmarks.md describe exactly these numbers."""
     p = DEFAULT_POLICY
-    assert (p.tick_ms, p.plots_per_tick, p.plot_interval_s, p.plot_max_wait_s) == (80, 1, 1.0, 5.0)
-    assert (p.gui_cpu_share, p.gui_cpu_burst_s) == (0.03, 0.05)
-    assert (p.table_interval_s, p.status_interval_s, p.event_batch_s) == (1.0, 0.5, 0.05)
+    assert (p.tick_ms, p.frame_s, p.table_interval_s, p.event_batch_s) == (50, 0.5, 1.0, 0.05)
     assert p.step_flush_s == refresh.STEP_FLUSH_SECONDS == 0.25
 
 
@@ -286,20 +210,12 @@ def test_the_window_and_every_view_use_one_policy_object(qtbot, tmp_path, monkey
     from batchlab.gui.main_window import MainWindow
 
     monkeypatch.chdir(tmp_path)
-    policy = RefreshPolicy(
-        tick_s=0.03,
-        plot_interval_s=0.2,
-        plot_max_wait_s=0.6,
-        gui_cpu_share=0.2,
-        gui_cpu_burst_s=0.02,
-        event_batch_s=0.1,
-    )
+    policy = RefreshPolicy(tick_s=0.03, frame_s=0.2, event_batch_s=0.1)
     w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat), policy=policy)
     qtbot.addWidget(w)
     w.show()
     assert w.refresher.policy is policy and w.policy is policy
     assert w.refresher.timer.interval() == 30
-    assert (w.refresher.budget.share, w.refresher.budget.burst_s) == (0.2, 0.02)
     assert w.live.pacer is w.refresher.pacer  # the plots' own full redraws count towards the interval
     # a sweep (its worker's thread body replaced: nothing to train) gets the policy's event batching,
     # makes the refresher tick, and once it ends the refresher drains and stops its timer
@@ -319,22 +235,6 @@ def test_the_default_window_uses_the_default_policy(main_window):
     assert w.refresher.timer.interval() == DEFAULT_POLICY.tick_ms and w.live.pacer is w.refresher.pacer
 
 
-def test_a_real_budget_holds_plot_repaints_back_while_the_gui_thread_is_busy(main_window, monkeypatch):
-    """Spend the GUI thread's CPU on required work: the next plot tick is refused by the real clocks."""
-    w = main_window
-    intervals = []
-    monkeypatch.setattr(w.refresher.pacer, "draw", lambda ids, update, **k: intervals.append(k["min_interval_s"]))
-    w.refresher.start()
-    try:
-        t0 = time.thread_time()
-        while time.thread_time() - t0 < 2 * w.refresher.budget.burst_s:  # more CPU than the burst, at once
-            sum(i * i for i in range(1000))
-        w.refresh()
-        assert w.refresher.budget.denied == 1 and intervals == [w.policy.plot_max_wait_s]
-    finally:
-        w.refresher.stop()
-
-
 def _split_steps(event: dict, parts: int) -> list[dict]:
     """One epoch's steps event as the child sends it now: several chunks while the epoch runs."""
     n = len(event["step"])
@@ -348,7 +248,7 @@ def test_live_step_plots_and_the_table_follow_steps_within_an_epoch(qtbot, tmp_p
     from batchlab.gui.main_window import MainWindow
 
     monkeypatch.chdir(tmp_path)
-    policy = replace(DEFAULT_POLICY, plot_interval_s=0.0, plot_max_wait_s=0.0, table_interval_s=0.0)
+    policy = replace(DEFAULT_POLICY, frame_s=1000.0, table_interval_s=0.0)  # frames only when the test says
     w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat), policy=policy)
     qtbot.addWidget(w)
     w.show()
@@ -365,7 +265,8 @@ def test_live_step_plots_and_the_table_follow_steps_within_an_epoch(qtbot, tmp_p
         chunks = _split_steps(events[first_steps], parts=4)
         for n, chunk in enumerate(chunks, start=1):
             w._on_events([chunk])
-            for _ in range(2 * len(w.live.plot_ids)):  # every plot tick may draw one plot
+            w.refresher._frame_at = -math.inf  # a frame is due
+            for _ in range(1 + len(w.live.plot_ids)):  # the frame's snapshot, then one plot per tick
                 w.refresh()
             assert w.live._curves[("main", 0, "loss_step")].yData[-1] == pytest.approx(chunk["loss"][-1], rel=1e-6)
             assert w.live._curves[("main", 0, "loss_time")].xData[-1] == pytest.approx(chunk["wall_time"][-1])
@@ -397,3 +298,51 @@ def test_following_a_file_ticks_while_it_is_written_and_stops_once_it_is_finishe
     wait_until(lambda: not w.follower.following, timeout_s=10)
     wait_until(lambda: not w.refresher.active, timeout_s=10)  # caught up, then no more ticks
     assert w.live.curve_count("loss_step") == 2 and not w.live.has_pending()
+
+
+def test_status_bar_and_plots_show_the_same_epoch_mid_run(main_window):
+    """Events keep arriving between the frame's snapshot and a plot's tick: both still show the snapshot."""
+    w = main_window
+    events = list(sweep_events(batch_sizes=(16,), epochs=3))
+    epoch_end = [i for i, e in enumerate(events) if e["type"] == "epoch_ended"]
+    data = SweepData(label="live")
+    w.live.set_source("main", data)
+    for event in events[: epoch_end[0] + 1]:
+        data.handle(event)
+    w.live.take_snapshot()  # a frame starts here: one epoch done
+    for event in events[epoch_end[0] + 1 : epoch_end[1] + 1]:
+        data.handle(event)  # the second epoch arrives before the plots' ticks
+    for plot_id in w.live.plot_ids:
+        w.live.update_plot(plot_id)
+    assert len(w.live._curves[("main", 0, "train_loss")].xData) == 1
+    assert len(w.live._curves[("main", 0, "throughput")].xData) == 1
+    shown_steps = len(w.live._curves[("main", 0, "loss_step")].xData)
+    assert shown_steps == len(events[epoch_end[0] - 1]["step"])  # the first epoch's steps, not the second's
+    assert "epoch 1/3" in w.live.status_text() and f"step {shown_steps}" in w.live.status_text()
+
+
+def test_the_status_says_tensorflow_is_starting_with_the_time_it_has_taken(qapp):
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    now = [50.0]
+    live = LivePlots(BatchColours(), clock=lambda: now[0])
+    live.show()
+    events = list(sweep_events(batch_sizes=(16, 64), epochs=1))
+    data = SweepData(label="live")
+    live.set_source("main", data)
+    data.handle(events[0])  # sweep_started: the first child is loading TensorFlow
+    live.take_snapshot()
+    now[0] += 3.2
+    assert live.status_text() == "Run 1/2 · batch 16 · starting TensorFlow / building the model… 3 s"
+    data.handle(events[1])  # run_started: the model is built, no step yet
+    live.take_snapshot()
+    now[0] += 1.0
+    assert live.status_text() == "Run 1/2 · batch 16 · first step (tracing the model)… 1 s"
+    second = next(i for i, e in enumerate(events) if e["type"] == "run_started" and e["run"] == 1)
+    for event in events[2:second]:
+        data.handle(event)  # run 1 ended: the next child starts, the status says so (not the old run)
+    live.take_snapshot()
+    now[0] += 2.0
+    assert live.status_text() == "Run 2/2 · batch 64 · starting TensorFlow / building the model… 2 s"
+    live.close()
