@@ -14,9 +14,10 @@ paired with the headless sweep next to it; the median of those paired ratios is 
 because on a shared machine speed drifts by more than 5% over a few minutes; all pairs pooled
 are shown too.
 
-It also prints the GUI thread's own CPU during the window's sweeps (as a share of one core: the
-window caps it, see gui/cpu_budget.py) and how often the loss plots were redrawn, which is what
-that cap costs the user. --gui-cpu-share sets the cap (1 = none) to compare the two.
+It also prints the GUI thread's own CPU during the window's sweeps (as a share of one core), how
+often each live plot was redrawn while a run's steps kept arriving (target: at least once a second),
+and how long after a run's first steps reached the window they were on screen (target: the first
+points within 2 s of the child's first step; the child adds at most its 0.25 s flush).
 
 --explain N prints the N longest gaps split by the kernel's per-thread schedstat into time the
 GUI thread ran (handlers and paints), time it was runnable but queued behind other threads,
@@ -93,7 +94,8 @@ def with_window(
     probe=False runs it without the heartbeat (which wakes the GUI thread 100 times a second and so
     costs training some throughput itself). beats, if given, collects (time, schedstat) at each
     heartbeat, ticks (start, end) of each refresh. stats, if given, gets "gui_cpu" (CPU seconds the
-    GUI thread used during the sweep) and "redraws" (plot id -> times that plot was redrawn).
+    GUI thread used during the sweep), "redraws" (plot id -> (time, run index, its step rows drawn)
+    of each redraw) and "first_steps" (run index -> when its first steps event reached the window).
     """
     from batchlab.gui.live_plots import LivePlots
     from batchlab.gui.main_window import MainWindow
@@ -118,8 +120,12 @@ def with_window(
 
         def timed_update(self, plot_id):
             changed = update_plot(self, plot_id)
-            if changed:
-                self._bench_redraws.setdefault(plot_id, []).append(time.monotonic())
+            data = self.sources.get("main")
+            if changed and data is not None:
+                running = [r for r in data.ordered_runs() if r.status == "running"]
+                run = running[0].index if running else -1
+                rows = self._snapshot.get(("main", run), (0, 0))[0]
+                self._bench_redraws.setdefault(plot_id, []).append((time.monotonic(), run, rows))
             return changed
 
         timed_update.timed = True
@@ -129,6 +135,15 @@ def with_window(
     window = MainWindow(QSettings(str(settings_dir / "settings.ini"), QSettings.Format.IniFormat))
     window._bench_ticks = ticks if ticks is not None else []
     window.live._bench_redraws = {}
+    first_steps: dict[int, float] = {}
+    on_events = window._on_events
+
+    def noted_events(batch):
+        for event in batch:
+            if event.get("type") == "steps":
+                first_steps.setdefault(event["run"], time.monotonic())
+        on_events(batch)
+
     window.show()
     window.setup.set_values(values)
     window.setup.out.setText(str(out))
@@ -151,6 +166,8 @@ def with_window(
     t0 = time.monotonic()
     if not window.start_sweep():
         raise SystemExit(f"the window refused the spec: {window.setup.errors}")
+    window.worker.events.disconnect(window._on_events)
+    window.worker.events.connect(noted_events)
     last[0] = time.perf_counter()
     if beats is not None:
         beats.append((last[0], schedstat()))
@@ -166,6 +183,7 @@ def with_window(
     if stats is not None:
         stats["gui_cpu"] = time.thread_time() - cpu0
         stats["redraws"] = window.live._bench_redraws
+        stats["first_steps"] = first_steps
     heartbeat.stop()
     done.stop()
     if window.worker.status != "complete":
@@ -188,24 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--niceness", type=int, help="nice value above the window's for its training children (default: the window's)"
     )
-    parser.add_argument(
-        "--gui-cpu-share",
-        type=float,
-        help="CPU budget of the window's GUI thread, fraction of one core (default: the window's; 1 = unlimited)",
-    )
     parser.add_argument("--explain", type=int, default=0, metavar="N", help="break down the N longest gaps")
     args = parser.parse_args(argv)
     if args.niceness is not None:
         import batchlab.gui.worker
 
         batchlab.gui.worker.TRAINING_NICENESS = args.niceness
-    if args.gui_cpu_share is not None:
-        import dataclasses
-
-        import batchlab.gui.refresh
-
-        policy = batchlab.gui.refresh.DEFAULT_POLICY
-        batchlab.gui.refresh.DEFAULT_POLICY = dataclasses.replace(policy, gui_cpu_share=args.gui_cpu_share)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     values = parse_spec(args.spec)
@@ -218,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     worst_gaps: list[tuple] = []  # (gap ms, on-CPU, queued, start, end, sweep start)
     ticks: list[tuple[float, float]] = []
     gui_cpu: dict[str, list[float]] = {m: [] for m in modes if m != "headless"}  # GUI-thread share of a core
-    redraws: dict[str, list[float]] = {}  # plot id -> seconds between its redraws, window sweeps
+    redraws: dict[str, list[float]] = {}  # plot id -> seconds between its redraws while a run's steps arrived
+    first_points: list[float] = []  # seconds from a run's first steps reaching the window to them on screen
     with tempfile.TemporaryDirectory(prefix="batchlab-bench-") as tmp:
         tmp = Path(tmp)
         for i in range(args.repeat):
@@ -242,7 +249,15 @@ def main(argv: list[str] | None = None) -> int:
                     gaps += run_gaps
                     gui_cpu[mode].append(stats["gui_cpu"] / seconds)
                     for plot_id, when in stats["redraws"].items():
-                        redraws.setdefault(plot_id, []).extend(b - a for a, b in zip(when, when[1:], strict=False))
+                        redraws.setdefault(plot_id, []).extend(
+                            b[0] - a[0]
+                            for a, b in zip(when, when[1:], strict=False)
+                            if a[1] == b[1] >= 0 and a[2] > 0 and b[2] > a[2]  # one run, its steps growing
+                        )
+                    for run, arrived in stats["first_steps"].items():
+                        shown = [t for t, r, rows in stats["redraws"].get("loss_step", []) if r == run and rows]
+                        if shown:
+                            first_points.append(shown[0] - arrived)
                     worst_gaps = sorted(worst_gaps + explain_gaps(beats), reverse=True)[: args.explain]
                 times[mode].append(seconds)
                 cpu[mode].append(parent_cpu_seconds() - cpu0)
@@ -272,13 +287,19 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{mode:>8}: GUI thread used {100 * statistics.median(shares):.1f}% of a core during the sweep (median)"
             )
-    for plot_id in ("loss_step", "loss_epoch"):
-        if redraws.get(plot_id):
-            waits = sorted(redraws[plot_id])
+    for plot_id, waits in redraws.items():
+        if waits:
+            waits = sorted(waits)
             print(
-                f"{plot_id:>10}: redrawn every {statistics.median(waits):.1f} s (median; 90th percentile "
-                f"{waits[int(0.9 * (len(waits) - 1))]:.1f} s, including waits for TensorFlow between runs)"
+                f"{plot_id:>12}: redrawn every {statistics.median(waits):.2f} s while its run's steps arrived "
+                f"(median; 90th percentile {waits[int(0.9 * (len(waits) - 1))]:.2f} s, longest {waits[-1]:.2f} s; "
+                f"target <= 1 s)"
             )
+    if first_points:
+        print(
+            f"first points of a run on screen {statistics.median(first_points):.2f} s (median), at most "
+            f"{max(first_points):.2f} s after its first steps reached the window ({len(first_points)} runs)"
+        )
     header = f"{'batch':>6} {'headless':>9} {'window':>9} {'window/headless paired: median (quartiles)':>44}"
     if "probed" in modes:
         header += f" {'probed':>9} {'probed/headless':>16}"

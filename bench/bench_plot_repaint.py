@@ -3,8 +3,8 @@
     .venv/bin/python bench/bench_plot_repaint.py              # offscreen, 200 repaints per cell
     .venv/bin/python bench/bench_plot_repaint.py --repaints 500
 
-During a sweep the window may spend 3% of one core (gui/cpu_budget.py); the cheaper a repaint,
-the more often the plots redraw within it. Two windows show the same synthetic sweep (three
+During a sweep every repaint is CPU taken from training; the cheaper a repaint,
+the less the live plots, redrawn every frame, take from it. Two windows show the same synthetic sweep (three
 runs, 4096 samples, 6 epochs): one as BatchLab makes its plots, one with pyqtgraph's defaults
 put back (clip-to-view and peak downsampling on every plot, dynamicRangeLimit on every curve,
 three tick levels per axis). Each plot is repainted synchronously with its view unchanged, with

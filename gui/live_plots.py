@@ -178,13 +178,18 @@ class LivePlots(QWidget):
             widget.blockSignals(False)
         _text, title, label, units = LOSS_X[loss_x]
         item = self.plots["loss_step"].getPlotItem()
-        item.setTitle(title)
-        item.setLabel("bottom", label, units=units)
-        for plot_id in ("loss_step", "loss_time"):
-            self.plots[plot_id].getPlotItem().setLogMode(x=self.log_x, y=False)
-            self._drawn = {k: v for k, v in self._drawn.items() if k[2] != plot_id}
-            self.update_plot(plot_id)
-            self.plots[plot_id].getPlotItem().getViewBox().enableAutoRange()
+        # Until the auto-range below, an axis reads the old range in the new mode (a linear range as
+        # exponents): pyqtgraph's overflow there is harmless and gone once the range is set.
+        with np.errstate(over="ignore"):
+            item.setTitle(title)
+            item.setLabel("bottom", label, units=units)
+            for plot_id in ("loss_step", "loss_time"):
+                self.plots[plot_id].getPlotItem().setLogMode(x=self.log_x, y=False)
+                self._drawn = {k: v for k, v in self._drawn.items() if k[2] != plot_id}
+                self.update_plot(plot_id)
+                view = self.plots[plot_id].getPlotItem().getViewBox()
+                view.enableAutoRange()
+                view.updateAutoRange()
 
     # ------------------------------------------------------------ snapshots and drawing
 

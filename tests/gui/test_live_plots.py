@@ -1,0 +1,221 @@
+"""Live plots and summary as a user reads them: legends off the data, axes that start at zero and
+always have tick labels, the loss x axis choices, gaps at pauses, markers at their own run's value,
+and an update cost that does not grow with the curve (points handed to setData)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from batchlab.core.events import make_event
+from batchlab.core.model import SweepData
+from batchlab.gui.step_envelope import MAX_BINS
+from batchlab.gui.summary_view import FROM_ZERO, metric_value
+
+from tests.gui.synthetic import sweep_events, write_run_file
+
+
+def _data(**kwargs) -> SweepData:
+    data = SweepData(label="synthetic")
+    for event in sweep_events(**kwargs):
+        data.handle(event)
+    return data
+
+
+def _data_scene_rect(widget: pg.PlotWidget):
+    """Scene rectangle of every data item's points in the plot (curves, scatter, bars)."""
+    item = widget.getPlotItem()
+    view = item.getViewBox()
+    rect = None
+    for child in view.addedItems:
+        if isinstance(child, pg.PlotDataItem) and child.xData is not None and len(child.xData):
+            x, y = child.getData()
+            finite = np.isfinite(x) & np.isfinite(y)
+            if not finite.any():
+                continue
+            xs, ys = x[finite], y[finite]
+            r = pg.QtCore.QRectF(xs.min(), ys.min(), xs.max() - xs.min(), ys.max() - ys.min())
+        elif isinstance(child, (pg.ScatterPlotItem, pg.BarGraphItem)) and child.isVisible():
+            r = child.boundingRect()
+            if r.isEmpty():
+                continue
+        else:
+            continue
+        scene = view.mapViewToScene(r).boundingRect()
+        rect = scene if rect is None else rect.united(scene)
+    return rect
+
+
+def _assert_legends_clear(widgets: dict) -> None:
+    for plot_id, widget in widgets.items():
+        item = widget.getPlotItem()
+        legend = item.legend
+        if legend is None or not legend.isVisible():
+            continue
+        assert legend.items, f"{plot_id}: a visible legend with no entries"
+        data = _data_scene_rect(widget)
+        assert data is not None, plot_id
+        assert not legend.sceneBoundingRect().intersects(data), plot_id
+        assert not legend.sceneBoundingRect().intersects(item.getViewBox().sceneBoundingRect()), plot_id
+
+
+def test_legends_never_cover_data_and_none_is_empty(main_window, tmp_path, qtbot):
+    w = main_window
+    w.resize(1024, 700)
+    assert w.open_file(write_run_file(tmp_path / "s.h5", batch_sizes=(16, 64, 256)))
+    qtbot.wait(50)
+    _assert_legends_clear(w.live.plots)
+    # every live plot names the batch sizes (an exported plot explains its colours), no plot twice
+    for plot_id in ("loss_step", "loss_time", "loss_epoch", "throughput", "memory"):
+        labels = [label.text for _sample, label in w.live.plots[plot_id].getPlotItem().legend.items]
+        batch_labels = [t for t in labels if t.startswith("batch")]
+        assert batch_labels == ["batch 16", "batch 64", "batch 256"], plot_id
+    w.views.setCurrentWidget(w.summary)
+    qtbot.wait(50)
+    _assert_legends_clear(w.summary.plots)
+    for metric, widget in w.summary.plots.items():  # one sweep: nothing to explain, no box
+        assert not widget.getPlotItem().legend.isVisible(), metric
+
+
+def test_memory_and_amount_axes_start_at_zero_and_cpu_memory_says_process_rss(main_window, tmp_path, qtbot):
+    w = main_window
+    assert w.open_file(write_run_file(tmp_path / "s.h5", batch_sizes=(16, 64, 256)))
+    for plot_id in ("memory", "throughput", "epoch_split"):
+        low = w.live.plots[plot_id].getPlotItem().getViewBox().viewRange()[1][0]
+        assert low <= 0.0, plot_id
+    assert w.live.plots["memory"].getPlotItem().getAxis("left").labelText.startswith("process RSS")
+    w.views.setCurrentWidget(w.summary)
+    qtbot.wait(20)
+    for metric in FROM_ZERO:
+        assert w.summary.plots[metric].getPlotItem().getViewBox().viewRange()[1][0] <= 0.0, metric
+
+
+def _tick_labels(widget: pg.PlotWidget) -> list[str]:
+    axis = widget.getPlotItem().getAxis("left")
+    low, high = widget.getPlotItem().getViewBox().viewRange()[1]
+    levels = axis.tickValues(low, high, axis.height() or 200)
+    return [s for spacing, values in levels for s in axis.tickStrings(values, 1.0, spacing) if s]
+
+
+def test_the_summary_of_one_finished_run_has_tick_labels_on_every_axis(main_window, tmp_path, qtbot):
+    w = main_window
+    assert w.open_file(write_run_file(tmp_path / "one.h5", batch_sizes=(64,)))
+    w.views.setCurrentWidget(w.summary)
+    qtbot.wait(20)
+    for metric, widget in w.summary.plots.items():
+        assert len(_tick_labels(widget)) >= 2, metric
+
+
+def test_a_stopped_runs_marker_sits_at_its_own_value(main_window, qtbot):
+    """Stopped in its first epoch: a loss, a time and a throughput of its own, no memory reading yet."""
+    w = main_window
+    data = SweepData(label="stopped")
+    for event in sweep_events(batch_sizes=(16, 64, 256), statuses=("ok", "oom", "ok")):
+        if event["type"] == "run_ended" and event["status"] == "oom":
+            event = {**event, "status": "interrupted"}
+        data.handle(event)
+    w._show_sweep(data, "main")
+    w.views.setCurrentWidget(w.summary)
+    qtbot.wait(20)
+    stopped = data.runs[1]
+    assert math.isnan(metric_value(stopped, "peak_memory"))
+    for metric in ("final_loss", "total_time", "throughput", "peak_memory"):
+        value = metric_value(stopped, metric)
+        scatter = [i for i in w.summary._items[metric] if isinstance(i, pg.ScatterPlotItem)][0]
+        ys = [p.pos().y() for p in scatter.points() if p.data() == ("main", 1)]
+        # its own value; without one, at zero and labelled so, never at another run's value
+        assert ys == [pytest.approx(value if math.isfinite(value) else 0.0)], metric
+    assert ("peak_memory", "main", 1, "stopped (no value)") in w.summary.marks
+
+
+def _long_run(steps: int, batch: int = 8) -> SweepData:
+    data = SweepData(label="long")
+    data.handle(make_event("sweep_started", spec={}, runs=[{"index": 0, "batch_size": batch, "seed": 0}]))
+    per_epoch = steps // 2
+    data.handle(
+        make_event(
+            "run_started",
+            run=0,
+            batch_size=batch,
+            seed=0,
+            steps_per_epoch=per_epoch,
+            epochs=2,
+            samples=per_epoch * batch,
+        )
+    )
+    step = np.arange(steps)
+    epoch = step // per_epoch
+    wall = 0.001 * (step + 1) + 2.0 * epoch  # a 2 s validation pause between the epochs
+    data.handle(
+        make_event(
+            "steps",
+            run=0,
+            step=step,
+            epoch=epoch,
+            loss=1.0 + np.sin(step / 50.0),
+            batch_size=np.full(steps, batch),
+            step_time=np.full(steps, 0.0008),
+            fetch_time=np.full(steps, 0.0001),
+            input_wait=np.zeros(steps),
+            wall_time=wall,
+        )
+    )
+    return data
+
+
+@pytest.mark.parametrize("steps", [20_000, 200_000])
+def test_a_step_plot_update_hands_setdata_a_bounded_number_of_points(qapp, steps):
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    live = LivePlots(BatchColours())
+    live.show()
+    data = _long_run(steps)
+    live.set_source("main", data)
+    for plot_id in ("loss_step", "loss_time"):
+        assert 0 < live.set_points[plot_id] <= 2 * MAX_BINS + 2, plot_id
+    curve = live._curves[("main", 0, "loss_step")]
+    assert np.nanmax(curve.yData) == pytest.approx(2.0, abs=1e-3)  # the peaks survive the reduction
+    live.close()
+
+
+def test_loss_x_axis_choices_log_scale_and_gaps_at_pauses(qapp):
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    live = LivePlots(BatchColours())
+    live.show()
+    data = _long_run(1000, batch=8)
+    live.set_source("main", data)
+    curve = live._curves[("main", 0, "loss_step")]
+    assert curve.xData[0] == 1 and curve.xData[-1] == 1000  # steps done
+    assert not np.isnan(curve.yData).any()  # no gap on a step axis: no step is missing
+    time_curve = live._curves[("main", 0, "loss_time")]
+    assert np.isnan(time_curve.yData).sum() == 1  # the validation pause is a gap, not a line
+    live.set_loss_x("examples")
+    assert curve.xData[-1] == 1000 * 8  # two epochs of 500 steps of 8 examples
+    assert live.plots["loss_step"].getPlotItem().titleLabel.text == "Loss vs examples seen"
+    live.set_loss_x("wall_time", log_x=True)
+    assert np.isnan(curve.yData).sum() == 1
+    for plot_id in ("loss_step", "loss_time"):
+        assert live.plots[plot_id].getPlotItem().ctrl.logXCheck.isChecked(), plot_id
+    assert live.x_choice.currentData() == "wall_time" and live.log_box.isChecked()
+    live.log_box.setChecked(False)  # the user's checkbox does the same
+    assert not live.plots["loss_step"].getPlotItem().ctrl.logXCheck.isChecked()
+    with pytest.raises(ValueError, match="loss x axis"):
+        live.set_loss_x("epochs")
+    live.close()
+
+
+def test_a_hidden_tab_is_not_drawn_until_it_is_shown(main_window, tmp_path, qtbot):
+    w = main_window
+    w.views.setCurrentWidget(w.summary)
+    qtbot.wait(20)
+    data = _data(batch_sizes=(16,))
+    w.live.set_source("main", data)
+    assert w.live.curve_count("loss_step") == 0 and w.live.has_pending()
+    w.views.setCurrentWidget(w.live)
+    qtbot.wait(20)
+    assert w.live.curve_count("loss_step") == 1 and not w.live.has_pending()
