@@ -34,6 +34,8 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLa
 
 RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
 
+RSS_BASE = "rss_before_training_bytes"  # run attribute: the training child's RSS before its first step
+
 # series id -> (plot id, x column, y column, table, symbol, pen style or None).
 # The x column "loss_x" is the loss plot's chosen axis (LOSS_X). Every series names its run's
 # batch size in its plot's legend (once per batch size), which sits below the plot's data.
@@ -46,6 +48,8 @@ SERIES = {
     "tf_peak": ("memory", "epoch", "tf_peak_bytes", "epochs", "o", None),
     "device_mem": ("memory", "epoch", "device_memory_bytes", "epochs", "t", Qt.PenStyle.DashDotLine),
     "rss": ("memory", "epoch", "rss_peak_bytes", "epochs", "s", Qt.PenStyle.DotLine),
+    # run attribute, drawn across the run's epochs where host RSS is the only memory reading (a CPU)
+    "rss_base": ("memory", "epoch", RSS_BASE, "epochs", None, Qt.PenStyle.DashLine),
 }
 MEMORY_SERIES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
 
@@ -71,6 +75,7 @@ STYLE_LEGEND = {
     "tf_peak": "TensorFlow peak",
     "device_mem": "device (nvidia-smi)",
     "rss": "process RSS",
+    "rss_base": "RSS before training",
 }
 PLOT_ORDER = tuple(PLOTS)
 PLOT_TABLE = {plot_id: "steps" if plot_id in ("loss_step", "loss_time") else "epochs" for plot_id in PLOTS}
@@ -100,7 +105,9 @@ class LivePlots(QWidget):
             for plot_id, (title, xl, xu, yl, yu) in PLOTS.items()
         }
         for plot_id in ("epoch_split", "throughput", "memory"):
-            self.plots[plot_id].getPlotItem().addItem(ZeroAnchor(), ignoreBounds=False)
+            anchor = ZeroAnchor()
+            self.plots[plot_id].getPlotItem().addItem(anchor)
+        self._memory_zero = anchor  # hidden while RSS baselines are drawn (see _label_memory)
         self._build_layout()
         self.sources: dict[str, SweepData] = {}
         self.loss_x = "step"
@@ -276,11 +283,17 @@ class LivePlots(QWidget):
             if not n:
                 # Create a starting run's curves before its data arrives, while the child is still
                 # loading TensorFlow, so the first data costs only a setData.
-                if run.status == "running" and y_col not in MEMORY_SERIES:
+                if run.status == "running" and y_col not in (*MEMORY_SERIES, RSS_BASE):
                     self._curve(source, run, series, plot_id, symbol, style)
                 continue
             if table == "steps":
                 x, y = self._step_curve(source, run, n, self.loss_x if x_col == "loss_x" else x_col)
+            elif y_col == RSS_BASE:
+                base = run.attrs.get(RSS_BASE)
+                if base is None or not base > 0 or not _rss_only(run, n):
+                    continue
+                x = np.asarray(run.epochs["epoch"][:n], dtype=float) + 1
+                y = np.full(n, float(base) / MIB)
             else:
                 x = np.asarray(run.epochs["epoch"][:n], dtype=float) + 1
                 y = np.asarray(run.epochs[y_col][:n], dtype=float)
@@ -343,13 +356,18 @@ class LivePlots(QWidget):
         return curve
 
     def _label_memory(self) -> None:
-        """On a CPU (host RSS the only reading) the axis says what it is: the whole training process's RSS."""
+        """On a CPU (host RSS the only reading) the axis says what it is: the whole training process's RSS.
+
+        Where each run's RSS before training is drawn, the axis spans from that baseline (the part
+        that depends on the batch size shows); otherwise it starts at zero.
+        """
         sources = {SERIES[s][2] for (_src, _i, s), c in self._curves.items() if SERIES[s][0] == "memory"}
-        rss_only = sources <= {"rss_peak_bytes"}
+        rss_only = sources <= {"rss_peak_bytes", RSS_BASE}
         label = "process RSS (peak per epoch)" if rss_only else "memory (peak per epoch)"
         if label != self._memory_label:
             self._memory_label = label
             self.plots["memory"].getPlotItem().setLabel("left", label, units="MiB")
+        self._memory_zero.setVisible(RSS_BASE not in sources)
 
     # ------------------------------------------------------------ status
 
@@ -488,6 +506,11 @@ class LivePlots(QWidget):
             for (_s, _i, series), c in self._curves.items()
             if SERIES[series][0] == plot_id and c.xData is not None and len(c.xData)
         )
+
+
+def _rss_only(run: RunData, n: int) -> bool:
+    """True if host RSS is this run's only memory reading over its first n epochs (a CPU run)."""
+    return not any((np.asarray(run.epochs[c][:n]) > 0).any() for c in ("tf_peak_bytes", "device_memory_bytes"))
 
 
 def examples_seen(run: RunData, rows: np.ndarray) -> np.ndarray:

@@ -34,6 +34,11 @@ def peak_rss_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def current_rss_bytes() -> int:
+    """This process's resident memory now, in bytes."""
+    return int(psutil.Process().memory_info().rss)
+
+
 class GpuProcessMemory:
     """This process's memory on one GPU via NVML (what nvidia-smi lists), or UNKNOWN without NVML."""
 

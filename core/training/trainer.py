@@ -43,7 +43,7 @@ from batchlab.core.training.hooks import (
     TraceWatch,
     TracingCounter,
 )
-from batchlab.core.training.memory import MemoryProbe
+from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
 from batchlab.core.training.workloads import build_model
 
 Emit = Callable[[dict[str, Any]], None]
@@ -439,6 +439,7 @@ def train_run(
                 "eval_every": run.sweep.eval_every or -1,
                 "samples": setup.samples,
                 "started": now_iso(),
+                "rss_before_training_bytes": current_rss_bytes(),
                 **engine.run_fields(),
                 **flops_fields(setup.model),
             }

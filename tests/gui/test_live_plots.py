@@ -219,3 +219,45 @@ def test_a_hidden_tab_is_not_drawn_until_it_is_shown(main_window, tmp_path, qtbo
     w.views.setCurrentWidget(w.live)
     qtbot.wait(20)
     assert w.live.curve_count("loss_step") == 1 and not w.live.has_pending()
+
+
+def test_on_a_cpu_each_runs_rss_before_training_is_drawn_as_the_memory_baseline(qapp):
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import MIB, BatchColours
+
+    live = LivePlots(BatchColours())
+    live.show()
+    data = SweepData(label="cpu")
+    for event in sweep_events(batch_sizes=(16, 256)):  # RSS peaks of (500 + batch) MiB
+        if event["type"] == "run_started":
+            event = {**event, "rss_before_training_bytes": 480 << 20}
+        data.handle(event)
+    live.set_source("main", data)
+    for index in (0, 1):
+        base = live._curves[("main", index, "rss_base")]
+        assert np.allclose(base.yData, (480 << 20) / MIB) and len(base.xData) == 2
+    low, high = live.plots["memory"].getPlotItem().getViewBox().viewRange()[1]
+    assert 0 < low <= 480 and high >= 756  # from the baseline, not from zero: the batch-dependent part shows
+    labels = [label.text for _s, label in live.plots["memory"].getPlotItem().legend.items]
+    assert "RSS before training" in labels and "process RSS" in labels
+    live.close()
+
+
+def test_with_a_gpu_reading_the_memory_axis_starts_at_zero_and_has_no_rss_baseline(qapp):
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    live = LivePlots(BatchColours())
+    live.show()
+    data = SweepData(label="gpu")
+    for event in sweep_events(batch_sizes=(16, 256)):
+        if event["type"] == "run_started":
+            event = {**event, "rss_before_training_bytes": 480 << 20}
+        if event["type"] == "epoch_ended":
+            event = {**event, "tf_peak_bytes": 50 << 20}
+        data.handle(event)
+    live.set_source("main", data)
+    assert ("main", 0, "rss_base") not in live._curves
+    assert live.plots["memory"].getPlotItem().getViewBox().viewRange()[1][0] <= 0
+    assert live.plots["memory"].getPlotItem().getAxis("left").labelText.startswith("memory")
+    live.close()
