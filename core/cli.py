@@ -50,6 +50,7 @@ SWEEP_OPTIONS = (
     ("--device", "device", "auto (default), cpu or gpu:N"),
     ("--loop", "loop", "loop (default: BatchLab's loop, every step timed) or fit (model.fit, timed as fit sees it)"),
     ("--sync", "sync", "every_step (default) or sampled: how often the loop waits for the device to time a step"),
+    ("--accumulate", "accumulate", "gradient accumulation: k micro-batches per update, effective batch = batch x k"),
     (
         "--target",
         "target",

@@ -24,6 +24,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "target": None,  # train the whole budget
     "eval_every": None,  # evaluations at epoch ends only (with a target)
     "keep_training": False,
+    "accumulate": 1,  # no gradient accumulation
 }
 
 

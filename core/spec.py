@@ -114,6 +114,7 @@ class SweepSpec:
     target: str | None = _DEFAULTS["target"]  # "val_accuracy=0.98" (core/targets.py); None: train the whole budget
     eval_every: int | None = _DEFAULTS["eval_every"]  # steps between evaluations (also at epoch ends); None: epoch ends
     keep_training: bool = _DEFAULTS["keep_training"]  # train on to the budget after the target was met
+    accumulate: int = _DEFAULTS["accumulate"]  # micro-batches per optimizer update (gradient accumulation)
 
     @property
     def epochs(self) -> int:
@@ -263,6 +264,18 @@ def parse_val_samples(value: Any) -> int:
 
 def parse_epochs(value: Any) -> int:
     return _int("epochs", value, 1, "epochs must be a whole number >= 1")
+
+
+MAX_ACCUMULATE = 1024
+
+
+def parse_accumulate(value: Any) -> int:
+    """Gradient accumulation: k micro-batches per optimizer update (1 = none); effective batch = batch size x k."""
+    what = f"accumulate must be a whole number from 1 (no accumulation) to {MAX_ACCUMULATE}"
+    k = _int("accumulate", 1 if _blank(value) else value, 1, what)
+    if k > MAX_ACCUMULATE:
+        raise SpecError("accumulate", f"{k} is too large; {what}")
+    return k
 
 
 def parse_budget_unit(value: Any) -> str:
@@ -445,6 +458,7 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "target": parse_target,
     "eval_every": parse_eval_every,
     "keep_training": parse_keep_training,
+    "accumulate": parse_accumulate,
 }
 
 
@@ -529,6 +543,21 @@ def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None
         errors["optimizer"] = SpecError(
             "optimizer", f"{MODEL_OPTIMIZER!r} (keep the model file's optimizer) only works with a .keras model file"
         )
+    _check_accumulate(p, errors)
+
+
+def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """Accumulation needs an optimizer BatchLab builds, and a budget that counts samples, not updates."""
+    k = p.get("accumulate", 1)
+    if not isinstance(k, int) or k <= 1 or "accumulate" in errors:
+        return
+    reason = None
+    if p.get("optimizer") == MODEL_OPTIMIZER:
+        reason = f"it needs an optimizer BatchLab builds, not {MODEL_OPTIMIZER!r} (the file's own); name one"
+    elif p.get("budget_unit") == "steps" or p.get("target") is not None:
+        reason = "a steps budget or a target counts updates, and a recorded step is one micro-batch; use epochs"
+    if reason:
+        errors["accumulate"] = SpecError("accumulate", f"{k} is not allowed here: {reason}")
 
 
 def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:

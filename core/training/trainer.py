@@ -44,7 +44,7 @@ from batchlab.core.training.hooks import (
     TracingCounter,
 )
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
-from batchlab.core.training.workloads import build_model
+from batchlab.core.training.workloads import accumulation_fields, build_model
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -442,6 +442,7 @@ def train_run(
                 "rss_before_training_bytes": current_rss_bytes(),
                 **engine.run_fields(),
                 **flops_fields(setup.model),
+                **accumulation_fields(run),
             }
         )
         engine.train(budget.epochs(setup.samples, run.batch_size), max_steps=planned_steps)

@@ -24,9 +24,13 @@ def summed_binary_crossentropy(y_true, y_pred):
     return per_feature_mean * features
 
 
-def make_optimizer(name: str, lr: float | None, momentum: float) -> keras.optimizers.Optimizer:
+def make_optimizer(name: str, lr: float | None, momentum: float, accumulate: int = 1) -> keras.optimizers.Optimizer:
+    """The named Keras optimizer; with accumulate = k > 1 it sums k micro-batches' gradients and applies their
+    mean once every k steps (Keras's gradient_accumulation_steps): the update of one batch k times as large."""
     cls = getattr(keras.optimizers, OPTIMIZER_CLASSES[name])  # the one optimizer table is core.spec's
     kwargs: dict[str, Any] = {}
+    if accumulate > 1:
+        kwargs["gradient_accumulation_steps"] = accumulate
     if lr is not None:  # None: Keras's own default rate
         kwargs["learning_rate"] = lr
     if name in MOMENTUM_OPTIMIZERS:
@@ -89,8 +93,16 @@ def build_model(run: RunSpec, data) -> tuple[keras.Model, Any, Any, Any, Any, li
     else:
         model = _mlp(int(np.prod(data.input_shape)), classes)
         loss, metrics = keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
-    model.compile(optimizer=make_optimizer(spec.optimizer, spec.lr, spec.momentum), loss=loss, metrics=metrics)
+    model.compile(
+        optimizer=make_optimizer(spec.optimizer, spec.lr, spec.momentum, spec.accumulate), loss=loss, metrics=metrics
+    )
     return model, data.x_train, data.y_train, data.x_val, data.y_val, engine_notes(spec)
+
+
+def accumulation_fields(run: RunSpec) -> dict[str, int]:
+    """run_started fields: micro-batches per optimizer update and the batch one update sees (samples)."""
+    k = int(getattr(run.sweep, "accumulate", 1))
+    return {"accumulation_steps": k, "effective_batch_size": run.batch_size * k}
 
 
 def engine_notes(spec) -> list[str]:
@@ -161,7 +173,7 @@ def _user_model(run: RunSpec, data):
             config["learning_rate"] = spec.lr
         optimizer = model.optimizer.__class__.from_config(config)
     else:
-        optimizer = make_optimizer(spec.optimizer, spec.lr, spec.momentum)
+        optimizer = make_optimizer(spec.optimizer, spec.lr, spec.momentum, spec.accumulate)
     settings, setting_notes = compile_settings(model, spec.loop)
     notes += setting_notes
     notes += _metrics_note(model, metrics)

@@ -566,6 +566,7 @@ def documented_sweep() -> list[dict]:
         if event["type"] == RUN_STARTED:
             event.update(nice=0, engine="loop", sync="every_step", fetch_overhead_s=0.0003)
             event.update(flops_per_sample=6.0e5, forward_flops_per_sample=2.0e5, flops_uncounted="")
+            event.update(accumulation_steps=1, effective_batch_size=event["batch_size"])
             event.update(planned_steps=128, budget="2 epochs", target="val_accuracy=0.9", eval_every=32)
             event.update(rss_before_training_bytes=600 << 20)
         if event["type"] == RUN_ENDED:
