@@ -368,7 +368,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     if args.peak:
         build_spec({"device": args.device})  # the one check of a device name
-        print(f"measuring the matmul peak on {args.device} (float32 matrix products, about 10 s)", file=sys.stderr)
+        print(f"measuring the matmul peak on {args.device} (float32 matrix products, about 30 s)", file=sys.stderr)
         result = measure_peak(args.device)
         print(
             f"matmul peak          {result['flops_per_s'] / 1e9:,.1f} GFLOP/s on {result['device_description']} "

@@ -206,7 +206,13 @@ def explain_flops(sweep: SweepData, fit: StepTimeFit | None, peak_flops: float |
     )
     if fit is not None and fit.beta > 0:
         text += f"; the per-sample compute alone (beta) runs at {_flops(flops / fit.beta)}"
-    if peak_flops and peak_flops > 0:
+    if peak_flops and peak_flops > 0 and achieved[best] > peak_flops:
+        text += (
+            f". The measured matmul peak ({_flops(peak_flops)}) is below what training achieved, so it is "
+            "no ceiling: it was measured while the machine was busier; re-measure on an idle machine "
+            "(`batchlab info --peak`) for a utilisation."
+        )
+    elif peak_flops and peak_flops > 0:
         text += (
             f". Utilisation of this device's measured matmul peak ({_flops(peak_flops)}): "
             f"{achieved[min(achieved)] / peak_flops:.1%} at batch {min(achieved)}, "

@@ -1,9 +1,9 @@
-"""The device's matmul peak (FLOP/s), measured with a timed large float32 matrix product.
+"""The device's matmul peak (FLOP/s), measured with timed float32 matrix products.
 
-Runs in a child process (TensorFlow is imported here only). The best of several timed rounds is
-kept: a peak is what the device can do, not what it did on average on a busy machine. Each
-round's result is copied to the host, which waits for the device, so the clock times the work,
-not its launch.
+Runs in a child process (TensorFlow is imported here only). The best of several timed rounds over
+several matrix sizes is kept: a peak is what the device can do, not what it did on average on a
+busy machine. Each round's result is copied to the host, which waits for the device, so the clock
+times the work, not its launch.
 """
 
 from __future__ import annotations
@@ -12,18 +12,19 @@ import signal
 import time
 from typing import Any
 
-CPU_SIZE = 2048  # n of the n x n float32 matrices: 17 GFLOP a product
-GPU_SIZE = 8192  # 1.1 TFLOP a product
+# n of the n x n float32 matrices. Several sizes, the best counts: which size runs fastest depends on
+# the device's caches and cores (on a GPU the large ones fill the device).
+CPU_SIZES = (256, 512, 1024, 2048)
+GPU_SIZES = (2048, 4096, 8192)
 ROUND_SECONDS = 0.2  # each timed round repeats the product until it lasts about this long
-ROUNDS = 5
+ROUNDS = 3
 WARMUP_ROUNDS = 1
 PEAK_RESULT = "peak_result"
 PEAK_ERROR = "peak_error"
 
 
-def measure_matmul_peak(tf, on_gpu: bool) -> dict[str, Any]:
-    """Best FLOP/s over ROUNDS timed rounds of chained n x n float32 matmuls on the current device."""
-    n = GPU_SIZE if on_gpu else CPU_SIZE
+def _rate(tf, n: int) -> tuple[float, int]:
+    """Best FLOP/s over ROUNDS timed rounds of k chained n x n products, and k."""
     a = tf.random.normal((n, n), dtype=tf.float32, seed=1) / (n**0.5)
     b = tf.random.normal((n, n), dtype=tf.float32, seed=2) / (n**0.5)
 
@@ -39,17 +40,23 @@ def measure_matmul_peak(tf, on_gpu: bool) -> dict[str, Any]:
         return time.perf_counter() - t0
 
     timed(1)  # traces
-    one = timed(1)
-    k = max(1, round(ROUND_SECONDS / max(one, 1e-6)))
+    k = max(1, round(ROUND_SECONDS / max(timed(1), 1e-6)))
     for _ in range(WARMUP_ROUNDS):
         timed(k)
     best = min(timed(k) for _ in range(ROUNDS))
+    return 2.0 * n**3 * k / best, k
+
+
+def measure_matmul_peak(tf, on_gpu: bool) -> dict[str, Any]:
+    """The best FLOP/s of chained float32 matmuls over several matrix sizes on the current device."""
+    rates = {n: _rate(tf, n)[0] for n in (GPU_SIZES if on_gpu else CPU_SIZES)}
+    best = max(rates, key=rates.get)
     return {
-        "flops_per_s": 2.0 * n**3 * k / best,
-        "matrix_size": n,
+        "flops_per_s": rates[best],
+        "matrix_size": best,
+        "rates_by_size": {str(n): r for n, r in rates.items()},
         "dtype": "float32",
         "tf32": bool(on_gpu and tf.config.experimental.is_tensor_float_32_execution_enabled()),
-        "products_per_round": k,
         "rounds": ROUNDS,
         "tensorflow_version": tf.__version__,
     }

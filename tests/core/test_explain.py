@@ -101,6 +101,9 @@ def test_utilisation_is_reported_only_against_a_known_peak():
     best = FLOPS * max(r.figures.samples_per_s for r in sweep.ordered_runs())
     with_peak = "\n".join(explain_sweep(sweep, peak_flops=10 * best))
     assert "10.0% at batch 512" in with_peak
+    # A peak below what training achieved (measured on a busy machine) is no ceiling: no utilisation over 100%.
+    too_low = "\n".join(explain_sweep(sweep, peak_flops=best / 2))
+    assert "below what training achieved" in too_low and "Utilisation" not in too_low
     no_flops = "\n".join(explain_sweep(synthetic_sweep(flops=None), peak_flops=1e12))
     assert "does not record the model's FLOPs" in no_flops and "Utilisation" not in no_flops
 
