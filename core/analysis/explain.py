@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from datetime import datetime
 
+import numpy as np
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
 from batchlab.core.analysis.step_time import StepTimeFit, sweep_step_time
 from batchlab.core.figures import steady_input_wait_share
@@ -159,10 +160,43 @@ def _startup_gaps(runs: list[RunData]) -> list[float]:
     return [g for g in gaps if g >= 0]
 
 
+def epoch_split(run: RunData) -> tuple[float, float, float, float] | None:
+    """(epoch s, compute share, input-wait share, rest share) over the run's steady epochs (no traced step;
+    without that column, those after the first); None when a step of them has no compute time (sampled sync)."""
+    epochs, steps = run.epochs, run.steps
+    if not len(epochs) or not len(steps):
+        return None
+    traced = epochs.get("traced_steps")
+    if traced is not None and (traced >= 0).any():
+        steady = epochs["epoch"][traced == 0]
+    else:
+        steady = epochs["epoch"][1:]
+    in_steady = np.isin(steps["epoch"], steady)
+    step_time, wait = steps["step_time"][in_steady], steps["input_wait"][in_steady]
+    total = float(np.nansum(epochs["epoch_time"][np.isin(epochs["epoch"], steady)]))
+    if not in_steady.any() or total <= 0 or not np.isfinite(step_time).all():
+        return None
+    compute = float(step_time.sum()) / total
+    waited = float(np.nansum(wait)) / total
+    return total / len(steady), compute, waited, max(0.0, 1.0 - compute - waited)
+
+
 def explain_one_time(sweep: SweepData) -> list[str]:
-    """Costs paid once per run: starting the process and TensorFlow, building the model, tracing."""
+    """Costs paid once per run (starting the process and TensorFlow, tracing) and how a steady epoch splits."""
     runs = sweep.ordered_runs()
     lines = []
+    splits = {r.batch_size: epoch_split(r) for r in runs if r.status == "ok"}
+    splits = {b: v for b, v in sorted(splits.items()) if v is not None}
+    if splits:
+        parts = [
+            f"batch {b}: {v[0]:.3g} s = {v[1]:.0%} step compute, {v[2]:.0%} input wait, {v[3]:.0%} the rest"
+            for b, v in splits.items()
+            if b in (min(splits), max(splits))
+        ]
+        lines.append(
+            "A steady epoch at " + "; at ".join(parts) + " (the rest: taking ready batches from the pipeline and "
+            "the loop's own work per step, so it grows with the number of steps)."
+        )
     gaps = _startup_gaps(runs)
     if gaps:
         lines.append(

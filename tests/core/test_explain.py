@@ -92,6 +92,11 @@ def test_a_slower_big_batch_is_put_down_to_the_input_wait_the_data_show():
     assert match, text
     assert "it waited for input" in match.group(3)
     assert "per sample" not in match.group(3)  # its compute per sample did not change: not claimed
+    # The steady epoch at 512: 8 steps of 12.24 ms compute, 30 ms input wait and 0.1 ms taking the batch.
+    step, wait = ALPHA + BETA * 512, 0.03
+    epoch = 8 * (step + wait + 1e-4)
+    shares = f"{8 * step / epoch:.0%} step compute, {8 * wait / epoch:.0%} input wait"
+    assert f"at batch 512: {epoch:.3g} s = {shares}" in text
 
 
 def test_utilisation_is_reported_only_against_a_known_peak():
