@@ -319,6 +319,19 @@ def _device_total(sweep: SweepData) -> int:
     return -1
 
 
+def explain_accumulation(sweep: SweepData) -> list[str]:
+    """A note when runs accumulated gradients: the figures are per micro-batch."""
+    steps = {int(r.attrs.get("accumulation_steps", 1) or 1) for r in sweep.ordered_runs()}
+    steps.discard(1)
+    if not steps:
+        return []
+    k = ", ".join(str(v) for v in sorted(steps))
+    return [
+        f"Gradient accumulation: each update sums {k} micro-batches, so a recorded step and the batch sizes "
+        "below are micro-batches (the run file's effective_batch_size is what one update sees)."
+    ]
+
+
 def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str]:
     """The explanation, one paragraph per line: time model, slow-downs, one-time costs, FLOPs, memory.
 
@@ -326,6 +339,7 @@ def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str
     """
     fit = sweep_step_time(sweep)
     return [
+        *explain_accumulation(sweep),
         *explain_time(sweep, fit),
         *explain_slowdowns(sweep),
         *explain_one_time(sweep),

@@ -99,6 +99,14 @@ def test_a_slower_big_batch_is_put_down_to_the_input_wait_the_data_show():
     assert f"at batch 512: {epoch:.3g} s = {shares}" in text
 
 
+def test_accumulation_is_named_only_when_used():
+    sweep = synthetic_sweep()
+    assert "accumulation" not in "\n".join(explain_sweep(sweep))
+    for run in sweep.ordered_runs():
+        run.attrs["accumulation_steps"] = 4
+    assert explain_sweep(sweep)[0].startswith("Gradient accumulation: each update sums 4 micro-batches")
+
+
 def test_utilisation_is_reported_only_against_a_known_peak():
     sweep = synthetic_sweep()
     without = "\n".join(explain_sweep(sweep))
