@@ -95,9 +95,18 @@ class BatchProber:
         self._ctx = multiprocessing.get_context("spawn")
         self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="batchlab-maxbatch-"))
         self._count = 0
+        self.trials: list[Trial] = []
 
     def __call__(self, batch_size: int, verify: bool) -> Trial:
-        trial = self._try(batch_size, verify)
+        try:
+            trial = self._try(batch_size, verify)
+        except MaxBatchError as e:
+            # A failure that is not worded as out-of-memory (e.g. cuDNN failing to allocate its workspace)
+            # at a size above one that trained is the device's limit too; shown with its own words.
+            if not any(t.ok and t.batch_size < batch_size for t in self.trials):
+                raise
+            trial = Trial(batch_size, False, verify, message=f"failed above a size that trained: {e}")
+        self.trials.append(trial)
         if self.on_trial is not None:
             self.on_trial(trial)
         return trial

@@ -55,3 +55,23 @@ def test_memory_cap_sizes_and_shares():
     for bad in ("0%", "150%", "12 parsecs", "1KiB"):
         with pytest.raises(SpecError, match="memory_cap"):
             parse_memory_cap(bad, available)
+
+
+def test_a_failure_above_a_size_that_trained_counts_as_not_fitting_but_not_at_the_first(monkeypatch):
+    from batchlab.core.analysis.batch_search import Trial, find_max_batch
+    from batchlab.core.spec import build_spec
+    from batchlab.core.sweep.max_batch import BatchProber, MaxBatchError
+
+    def fake_try(self, b, verify):  # cuDNN-style failure above 100 samples, worded without "out of memory"
+        if b > 100:
+            raise MaxBatchError(f"batch {b}: Failed to get convolution algorithm")
+        return Trial(b, True, verify, peak_bytes=b)
+
+    monkeypatch.setattr(BatchProber, "_try", fake_try)
+    spec = build_spec({"preset": "mnist-mlp", "samples": 1000, "batch_sizes": "8", "device": "cpu"})
+    result = find_max_batch(BatchProber(spec, cap_bytes=1 << 30), limit=1000, start=8)
+    assert 90 <= result.batch_size <= 100 and result.verification is not None
+    failed = [t for t in result.trials if not t.ok]
+    assert failed and all("Failed to get convolution algorithm" in t.message for t in failed)
+    with pytest.raises(MaxBatchError):  # the first size failing is not a limit but a problem to report
+        find_max_batch(BatchProber(spec, cap_bytes=1 << 30), limit=1000, start=128)
