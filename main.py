@@ -1,4 +1,5 @@
-"""BatchLab entry point: `batchlab` opens the window; `batchlab sweep|report|info|presets|max-batch` run headless.
+"""BatchLab entry point: `batchlab` opens the window; `batchlab sweep|report|info|presets|max-batch|lr-find`
+run headless.
 
 Kept import-light on purpose: the window process never imports TensorFlow, and the
 training child (spawned with multiprocessing) re-imports this module.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-CLI_COMMANDS = ("sweep", "report", "info", "presets", "max-batch", "-h", "--help")
+CLI_COMMANDS = ("sweep", "report", "info", "presets", "max-batch", "lr-find", "-h", "--help")
 
 
 def main(argv: list[str] | None = None) -> int:

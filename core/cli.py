@@ -1,4 +1,4 @@
-"""The headless command line: `batchlab sweep | report | info | presets | max-batch`.
+"""The headless command line: `batchlab sweep | report | info | presets | max-batch | lr-find`.
 
 Builds the same SweepSpec as the window, prints a progress bar with ETA while the sweep
 runs and the summary table at the end. User mistakes print one line and exit 2.
@@ -58,6 +58,11 @@ SWEEP_OPTIONS = (
         "below), val_accuracy (above) or val_error (below), e.g. val_accuracy=0.98; the budget is the maximum",
     ),
     ("--eval-every", "eval_every", "evaluate every N optimizer steps, and at every epoch end (default: epoch ends)"),
+    (
+        "--lr-from",
+        "lr_from",
+        "an lr-find run file: each batch size trains at its suggested (steepest) rate instead of --lr",
+    ),
 )
 # Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
 BUDGET_OPTIONS = (
@@ -101,6 +106,7 @@ def _build_parser() -> argparse.ArgumentParser:
     info.add_argument("--device", default="auto", help="with --peak: auto (default), cpu or gpu:N")
     sub.add_parser("presets", help="list the named presets and their defaults")
     _add_max_batch_parser(sub)
+    _add_lr_find_parser(sub)
     return parser
 
 
@@ -127,6 +133,35 @@ def _add_max_batch_parser(sub) -> None:
         default=None,
         help="host memory a try may use: e.g. 80%% (of the memory available now; the default), 6GiB, 512MiB",
     )
+
+
+LR_FIND_FIELDS = ("preset", "workload", "model_file", "data", "samples", "batch_sizes", "optimizer", "momentum")
+LR_FIND_FIELDS += ("seeds", "device")
+
+
+def _add_lr_find_parser(sub) -> None:
+    from batchlab.core.lr_range import DEFAULT_LR_MAX, DEFAULT_LR_MIN, DEFAULT_LR_STEPS, STOP_FACTOR
+
+    parser = sub.add_parser(
+        "lr-find",
+        help="LR range test per batch size: a fresh model, an exponentially growing rate, a suggested rate each",
+    )
+    for option, field, help_text in SWEEP_OPTIONS:
+        if field in LR_FIND_FIELDS:
+            parser.add_argument(option, default=None, help=help_text)
+    parser.add_argument("--shuffle", dest="shuffle", action="store_true", default=None, help="shuffle the batches")
+    parser.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="consecutive slices, fixed order")
+    parser.add_argument("--lr-min", default=None, help=f"first rate tried (default {DEFAULT_LR_MIN:g})")
+    parser.add_argument("--lr-max", default=None, help=f"last rate tried (default {DEFAULT_LR_MAX:g})")
+    parser.add_argument(
+        "--lr-steps",
+        default=None,
+        help=f"steps from --lr-min to --lr-max (default {DEFAULT_LR_STEPS}); the test stops early once the "
+        f"smoothed loss exceeds {STOP_FACTOR:g}x its best or is not finite",
+    )
+    default_out = f"{DEFAULT_OUT_DIR}/lr-find-PRESET-TIME.h5"
+    parser.add_argument("--out", default=None, help=f"run file to write (default {default_out})")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
 
 def _int_option(name: str, value, default: int, low: int, high: int) -> int:
@@ -342,10 +377,65 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
 
 
+def cmd_lr_find(args: argparse.Namespace) -> int:
+    from batchlab.core.lr_range import parse_range_settings
+    from batchlab.core.sweep.lr_find import LrFindRunner, run_lr_find
+
+    values: dict[str, Any] = {
+        f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS if f in LR_FIND_FIELDS
+    }
+    values["shuffle"] = args.shuffle
+    spec = build_spec(values)
+    settings = parse_range_settings(args.lr_min, args.lr_max, args.lr_steps)
+    if args.out:
+        out = check_run_file(args.out, overwrite=args.overwrite)
+    else:
+        out = check_run_file(default_run_file(f"lr-find-{spec.preset}"), create_folder=True)
+    runner = LrFindRunner(spec, settings)
+
+    def show(event: dict[str, Any]) -> None:
+        if event.get("type") == "run_ended":
+            print(f"run {event.get('run')}: {event.get('status')}: {event.get('message')}", file=sys.stderr, flush=True)
+
+    progress = ProgressPrinter(spec, stream=sys.stderr, enabled=False)
+    print(
+        f"range test: {settings.lr_min:g} to {settings.lr_max:g} over {settings.lr_steps} steps, "
+        f"{len(spec.runs())} batch size/seed runs, each a fresh model in its own process",
+        file=sys.stderr,
+    )
+    with _Interrupts(runner, progress):
+        status = run_lr_find(spec, settings, out, sink=show, overwrite=args.overwrite, runner=runner)
+    print(f"run file: {out}")
+    _print_range_table(out)
+    return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
+
+
+def _print_range_table(path) -> None:
+    from batchlab.core.lr_range import SKIP_FRACTION, STOP_FACTOR
+    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.sweep.lr_find import format_range_table, range_rows
+
+    print(format_range_table(range_rows(read_run_file(path))))
+    print(
+        f"suggested lr: steepest fall of the smoothed loss per unit of log(lr), first {SKIP_FRACTION:.0%} of the "
+        f"points skipped; min/10: the rate of the lowest smoothed loss / 10; the test stops when the smoothed loss "
+        f"exceeds {STOP_FACTOR:g}x its best. Use it in a sweep with --lr-from {path}"
+    )
+
+
+def _is_lr_find_file(path) -> bool:
+    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.sweep.lr_find import LR_FIND_MODE
+
+    return read_run_file(path).attrs.get("mode") == LR_FIND_MODE
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from batchlab.core.model import SweepData
     from batchlab.core.table import format_table, summary_rows, target_line
 
+    if _is_lr_find_file(args.file):
+        return _report_lr_find(args)
     sweep = SweepData.from_file(args.file)  # the same model, and so the same figures, as the window
     rows = summary_rows(sweep)
     if args.json:
@@ -359,6 +449,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(line)
     print(format_table(rows))
     _print_explanation(sweep)
+    return EXIT_OK
+
+
+def _report_lr_find(args: argparse.Namespace) -> int:
+    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.sweep.lr_find import range_rows
+
+    record = read_run_file(args.file)
+    if args.json:
+        print(json.dumps(range_rows(record), indent=2, default=str))
+        return EXIT_OK
+    env = record.environment
+    print(f"{args.file}: LR range test {record.status}; {env.get('device_description', 'unknown device')}")
+    _print_range_table(args.file)
     return EXIT_OK
 
 
@@ -411,6 +515,7 @@ COMMANDS = {
     "info": cmd_info,
     "presets": cmd_presets,
     "max-batch": cmd_max_batch,
+    "lr-find": cmd_lr_find,
 }
 
 

@@ -23,6 +23,9 @@ Event types, in the order a sweep emits them:
   ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s`` (from untraced
   steps/epochs) and ``tracing_time_s`` (one-time cost of tracing: traced steps' time minus what
   as many untraced steps take at their median)
+- ``lr_range``: ``run``, and one list per column of ``LR_RANGE_COLUMNS``: points of an LR range
+  test (``batchlab lr-find``, core/lr_range.py); its ``run_ended`` adds ``suggested_lr``,
+  ``suggested_lr_min10``, ``loss_at_suggestion`` and ``stop_reason``
 - ``log``: ``level`` ("info", "warning", "error"), ``message``, optional ``run``
 - ``sweep_ended``: ``status`` (one of ``SWEEP_STATUSES``), ``message``, ``ended``; runs still
   "pending" then become ``SKIPPED`` (in the run file and in the sweep model alike)
@@ -42,8 +45,9 @@ RUN_ENDED = "run_ended"
 LOG = "log"
 SWEEP_ENDED = "sweep_ended"
 EVALUATION = "evaluation"
+LR_RANGE = "lr_range"
 
-EVENT_TYPES = (SWEEP_STARTED, RUN_STARTED, STEPS, EPOCH_ENDED, RUN_ENDED, LOG, SWEEP_ENDED, EVALUATION)
+EVENT_TYPES = (SWEEP_STARTED, RUN_STARTED, STEPS, EPOCH_ENDED, RUN_ENDED, LOG, SWEEP_ENDED, EVALUATION, LR_RANGE)
 
 # How often a training run sends its step records (seconds): often enough for live plots and for a
 # killed child to lose at most this much, seldom enough that the pipe and the GUI are never flooded.
@@ -146,6 +150,19 @@ EVAL_COLUMNS = (
     Column("val_loss", "float64", "", "validation loss (NaN when validation is off)"),
     Column("val_accuracy", "float64", "", "validation accuracy (NaN without labels)"),
     Column("val_error", "float64", "", "1 - val_accuracy"),
+)
+
+# Per-point record of an LR range test (`batchlab lr-find`): one row per step tried.
+LR_RANGE_COLUMNS = (
+    Column("step", "int64", "", "step of the range test, from 0 (a fresh model at step 0)"),
+    Column("lr", "float64", "", "learning rate applied in this step (exponential from lr_min to lr_max)"),
+    Column("loss", "float64", "", "training loss of this mini-batch (before the update)"),
+    Column(
+        "smoothed_loss",
+        "float64",
+        "",
+        "bias-corrected exponential moving average of loss (beta 0.98; NaN after a non-finite loss)",
+    ),
 )
 
 STEP_COLUMN_NAMES = tuple(c.name for c in STEP_COLUMNS)

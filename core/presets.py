@@ -25,6 +25,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "eval_every": None,  # evaluations at epoch ends only (with a target)
     "keep_training": False,
     "accumulate": 1,  # no gradient accumulation
+    "lr_from": None,  # an lr-find run file whose suggested rate per batch size replaces lr
 }
 
 

@@ -115,6 +115,7 @@ class SweepSpec:
     eval_every: int | None = _DEFAULTS["eval_every"]  # steps between evaluations (also at epoch ends); None: epoch ends
     keep_training: bool = _DEFAULTS["keep_training"]  # train on to the budget after the target was met
     accumulate: int = _DEFAULTS["accumulate"]  # micro-batches per optimizer update (gradient accumulation)
+    lr_from: str | None = _DEFAULTS["lr_from"]  # lr-find file: each batch size's suggested rate replaces lr
 
     @property
     def epochs(self) -> int:
@@ -182,6 +183,13 @@ class RunSpec:
             "seed": self.seed,
             "sweep": self.sweep.to_dict(),
         }
+
+    @property
+    def lr(self) -> float | None:
+        """This run's learning rate: with lr_from, the lr-find suggestion for its batch size; else the spec's lr."""
+        if self.sweep.lr_from:
+            return lr_find_rates(self.sweep.lr_from)[self.batch_size]
+        return self.sweep.lr
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunSpec:
@@ -395,6 +403,23 @@ def parse_sync(value: Any) -> str:
     return _choice("sync", str(value).strip().replace("-", "_"), SYNC_MODES)
 
 
+def lr_find_rates(path: str) -> dict[int, float]:
+    """Suggested rate per batch size of an lr-find file (core/sweep/lr_find.py); SpecError (lr_from) if unusable."""
+    from batchlab.core.sweep.lr_find import suggested_rates
+
+    return suggested_rates(path)
+
+
+def parse_lr_from(value: Any) -> str | None:
+    """An lr-find run file whose suggested rate for each batch size is that run's rate; blank = use lr."""
+    if _blank(value):
+        return None
+    path = _user_path(str(value).strip())
+    if not os.path.isfile(path):
+        raise SpecError("lr_from", f"file {path!r} does not exist; give a run file written by batchlab lr-find")
+    return os.path.abspath(path)
+
+
 def _user_path(text: str) -> str:
     """A path as the user typed it, with ~ expanded (a shell would have done it on a command line)."""
     return os.path.expanduser(text)
@@ -459,6 +484,7 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "eval_every": parse_eval_every,
     "keep_training": parse_keep_training,
     "accumulate": parse_accumulate,
+    "lr_from": parse_lr_from,
 }
 
 
@@ -544,6 +570,7 @@ def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None
             "optimizer", f"{MODEL_OPTIMIZER!r} (keep the model file's optimizer) only works with a .keras model file"
         )
     _check_accumulate(p, errors)
+    _check_lr_from(p, errors)
 
 
 def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
@@ -558,6 +585,30 @@ def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
         reason = "a steps budget or a target counts updates, and a recorded step is one micro-batch; use epochs"
     if reason:
         errors["accumulate"] = SpecError("accumulate", f"{k} is not allowed here: {reason}")
+
+
+def _check_lr_from(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """An lr-find file that has a suggested rate for every batch size of the sweep, for an optimizer BatchLab builds."""
+    if not p.get("lr_from") or "lr_from" in errors:
+        return
+    if p.get("optimizer") == MODEL_OPTIMIZER:
+        errors["lr_from"] = SpecError(
+            "lr_from", "needs an optimizer BatchLab builds; with optimizer 'model' the model file's own rate is used"
+        )
+        return
+    try:
+        rates = lr_find_rates(p["lr_from"])
+    except SpecError as e:
+        errors["lr_from"] = e
+        return
+    missing = [b for b in p.get("batch_sizes", ()) if b not in rates]
+    if missing:
+        held = ", ".join(map(str, rates)) or "none"
+        errors["lr_from"] = SpecError(
+            "lr_from",
+            f"batch size {missing[0]} has no suggested rate in {p['lr_from']} (it has batch sizes {held}); "
+            "run batchlab lr-find with these batch sizes or drop that batch size",
+        )
 
 
 def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:

@@ -47,6 +47,7 @@ class RunRecord:
     steps: dict[str, np.ndarray]
     epochs: dict[str, np.ndarray]
     evals: dict[str, np.ndarray] = field(default_factory=dict)
+    lr_range: dict[str, np.ndarray] = field(default_factory=dict)  # an LR range test's points (lr-find files)
 
     @cached_property
     def figures(self) -> RunFigures:
@@ -131,6 +132,7 @@ def _read_run(group: h5py.Group) -> RunRecord:
         steps=_read_table(group.get("steps")),
         epochs=_read_table(group.get("epochs")),
         evals=_read_table(group.get("evals")),
+        lr_range=_read_table(group.get("lr_range")),
     )
 
 

@@ -32,6 +32,8 @@ from batchlab.core.events import (
     EVAL_COLUMNS,
     EVALUATION,
     LOG,
+    LR_RANGE,
+    LR_RANGE_COLUMNS,
     RUN_ENDED,
     RUN_STARTED,
     SKIPPED,
@@ -56,6 +58,7 @@ from batchlab.core.spec import SpecError
 STEP_CHUNK = 1024  # rows per chunk: small enough that an epoch flush recompresses little (files ~45% smaller than 4096)
 EPOCH_CHUNK = 64
 EVAL_CHUNK = 64
+LR_RANGE_CHUNK = 256
 LOG_CHUNK = 256
 GZIP_LEVEL = 4
 INTERRUPTED_MESSAGE = "sweep ended before this run finished"
@@ -64,11 +67,13 @@ NX_TABLES = {
     "steps": ("loss", "step"),
     "epochs": ("train_loss", "epoch"),
     "evals": ("train_loss", "steps"),
+    "lr_range": ("smoothed_loss", "lr"),
 }  # group -> (signal, axes)
 TABLES = {
     "steps": (STEP_COLUMNS, STEP_CHUNK),
     "epochs": (EPOCH_COLUMNS, EPOCH_CHUNK),
     "evals": (EVAL_COLUMNS, EVAL_CHUNK),
+    "lr_range": (LR_RANGE_COLUMNS, LR_RANGE_CHUNK),
 }
 # Run attributes the writer sets itself; other scalar run_started / run_ended fields are stored as they come.
 RUN_ATTRS = frozenset(
@@ -79,7 +84,7 @@ _EVENT_KEYS = frozenset(("type", "run"))
 # Root attributes the writer owns; environment keys with these names stay only in `environment`.
 RESERVED_ROOT_ATTRS = frozenset(
     ("format", "format_version", "created", "updated", "status", "message", "started", "ended")
-    + ("app_version", "spec", "environment")
+    + ("app_version", "spec", "environment", "mode")
 )
 
 
@@ -161,6 +166,7 @@ class RunFileWriter:
             LOG: self._log,
             SWEEP_ENDED: self._sweep_ended,
             EVALUATION: self._evaluation,
+            LR_RANGE: self._lr_range,
         }
         self._file.create_group("runs").attrs["NX_class"] = "NXcollection"
         self._log_dataset = self._create_log()
@@ -269,6 +275,7 @@ class RunFileWriter:
         self._columns.pop((index, "steps"), None)
         self._columns.pop((index, "epochs"), None)
         self._columns.pop((index, "evals"), None)
+        self._columns.pop((index, "lr_range"), None)
 
     def _event_run(self, event: dict[str, Any]) -> int | None:
         """The run index an event names, making sure its group exists; None (and a log line) if it names none."""
@@ -305,6 +312,8 @@ class RunFileWriter:
         f.attrs["spec"] = json.dumps(event.get("spec") or {}, sort_keys=True, default=str)
         f.attrs["environment"] = json.dumps(environment, sort_keys=True, default=str)
         f.attrs["started"] = str(event.get("started") or now_iso())
+        if event.get("mode"):  # "lr_find": a range-test file (only then written, so sweep files are unchanged)
+            f.attrs["mode"] = str(event["mode"])
         for key, value in environment.items():
             if isinstance(value, str) and key not in RESERVED_ROOT_ATTRS:
                 f.attrs[key] = value
@@ -367,6 +376,18 @@ class RunFileWriter:
         for c in EVAL_COLUMNS:
             _append(evals[c.name], column_values(c, [event.get(c.name)], 1))
         self.flush()  # evaluations are seldom (every eval_every steps at most) and are what a target run is for
+
+    def _lr_range(self, event: dict[str, Any]) -> None:
+        index = self._event_run(event)
+        if index is None:
+            return
+        n = max((len(event[c.name]) for c in LR_RANGE_COLUMNS if event.get(c.name) is not None), default=0)
+        if n == 0:
+            return
+        table = self._table(index, "lr_range")
+        for c in LR_RANGE_COLUMNS:
+            _append(table[c.name], column_values(c, event.get(c.name), n))
+        self.flush()  # a range test sends its points a few times per run: each batch is what it measured
 
     def _run_ended(self, event: dict[str, Any]) -> None:
         index = self._event_run(event)

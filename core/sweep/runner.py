@@ -163,6 +163,7 @@ class SweepRunner:
                 runs=[{"index": r.index, "batch_size": r.batch_size, "seed": r.seed} for r in runs],
                 environment=environment,
                 started=now_iso(),
+                **self.sweep_fields(),
             )
         )
         status, message = "complete", f"{len(runs)} runs finished"
@@ -184,13 +185,18 @@ class SweepRunner:
             sink(make_event(SWEEP_ENDED, status=status, message=message, ended=now_iso()))
         return status
 
+    def sweep_fields(self) -> dict[str, Any]:
+        """Extra fields of sweep_started (a range test names its mode here)."""
+        return {}
+
     def _run_one(self, run: RunSpec, sink: Sink) -> str:
         log_path = self._log_dir / f"run_{run.index:03d}.log"
         receiver, sender = self._ctx.Pipe(duplex=False)
         child_stop = self._ctx.Event()
+        target, args = self._child_entry(run)
         child = self._ctx.Process(
-            target=run_main,
-            args=(run.to_dict(), sender, child_stop, str(log_path), self.niceness),
+            target=target,
+            args=(*args, sender, child_stop, str(log_path), self.niceness),
             daemon=True,
             name=f"batchlab-run-{run.index}",
         )
@@ -216,6 +222,10 @@ class SweepRunner:
         sink(log_event("error" if status == "crashed" else "warning", message, run=run.index))
         sink(make_event(RUN_ENDED, run=run.index, status=status, message=message, ended=now_iso()))
         return status
+
+    def _child_entry(self, run: RunSpec) -> tuple[Callable, tuple]:
+        """The child's entry point and its first arguments (the pipe, stop flag, log and niceness follow)."""
+        return run_main, (run.to_dict(),)
 
     def _pump(self, receiver, child, child_stop, sink: Sink) -> dict[str, Any] | None:
         """Forward the child's events until its run_ended, its death, or a stop that times out."""

@@ -151,6 +151,32 @@ def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True, 
 
 def run_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: int = 0) -> None:
     """Train one run and stream its events to the parent, `niceness` below the parent's CPU priority."""
+
+    def train(run, send, should_stop, tf_device, nvml_index, device_name):
+        from batchlab.core.training.trainer import train_run
+
+        train_run(run, send, should_stop, tf_device, nvml_index, device_name)
+
+    _child_main(run_dict, conn, stop_event, log_path, niceness, train)
+
+
+def lr_find_main(
+    run_dict: dict, settings_dict: dict, conn, stop_event, log_path: str | None, niceness: int = 0
+) -> None:
+    """The LR range test of one run's batch size (`batchlab lr-find`), in a child like a sweep's run."""
+
+    def train(run, send, should_stop, tf_device, nvml_index, device_name):
+        from batchlab.core.lr_range import RangeSettings
+        from batchlab.core.training.lr_range import range_test_run
+
+        range_test_run(run, RangeSettings(**settings_dict), send, should_stop, device_name)
+
+    _child_main(run_dict, conn, stop_event, log_path, niceness, train)
+
+
+def _child_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: int, train) -> None:
+    """A child's life around `train(run, send, should_stop, tf_device, nvml_index, device_name)`: priority,
+    signals, log, TensorFlow set up, and a run_ended for a failure before training started."""
     if niceness > 0:
         # Before TensorFlow starts any thread: on Linux the nice value is per thread and inherited.
         os.nice(niceness)
@@ -163,9 +189,7 @@ def run_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: i
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
         tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
-        from batchlab.core.training.trainer import train_run
-
-        train_run(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name)
+        train(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name)
     except Exception as e:  # failures before training started; the sweep goes on with the next run
         import traceback
 

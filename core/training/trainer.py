@@ -185,6 +185,8 @@ def prepare_run(run: RunSpec, emit: Emit) -> RunSetup:
     tf.keras.utils.set_random_seed(run.seed)
     data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
     model, x_train, y_train, x_val, y_val, notes = build_model(run, data)
+    if spec.lr_from:  # the lr-find suggestion for this batch size replaces the spec's lr (RunSpec.lr)
+        model.optimizer.learning_rate = run.lr
     for note in notes:
         emit(log_event("info", note, run=run.index))
     return RunSetup(run, model, x_train, y_train, x_val, y_val)
@@ -438,6 +440,7 @@ def train_run(
                 "target": run.sweep.target or "",
                 "eval_every": run.sweep.eval_every or -1,
                 "samples": setup.samples,
+                "lr": run.lr if run.lr is not None else math.nan,
                 "started": now_iso(),
                 "rss_before_training_bytes": current_rss_bytes(),
                 **engine.run_fields(),

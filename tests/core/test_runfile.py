@@ -569,6 +569,7 @@ def documented_sweep() -> list[dict]:
             event.update(accumulation_steps=1, effective_batch_size=event["batch_size"])
             event.update(planned_steps=128, budget="2 epochs", target="val_accuracy=0.9", eval_every=32)
             event.update(rss_before_training_bytes=600 << 20)
+            event.update(lr=0.001)
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
     evaluation = {name: 1 for name in EVAL_COLUMN_NAMES}
