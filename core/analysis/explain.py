@@ -113,6 +113,12 @@ def explain_time(sweep: SweepData, fit: StepTimeFit | None) -> list[str]:
     return lines
 
 
+def _compute_per_epoch(run: RunData) -> float:
+    """Seconds of step compute in a steady epoch (NaN when not every step was timed)."""
+    split = epoch_split(run)
+    return split[0] * split[1] if split is not None else math.nan
+
+
 def explain_slowdowns(sweep: SweepData) -> list[str]:
     """For each batch size whose steady epoch is slower than the next smaller size's: what the data show."""
     runs = [r for r in sweep.ordered_runs() if r.status == "ok"]
@@ -120,6 +126,7 @@ def explain_slowdowns(sweep: SweepData) -> list[str]:
     per_sample = _by_size(runs, lambda r: r.figures.step_time / r.batch_size)
     wait = _by_size(runs, lambda r: steady_input_wait_share(r.steps.as_dict(), r.epochs.as_dict()))
     peak = _by_size(runs, lambda r: r.figures.steady_peak_bytes if r.figures.steady_peak_bytes > 0 else math.nan)
+    compute = _by_size(runs, lambda r: _compute_per_epoch(r))
     sizes = list(epoch)
     lines = []
     for small, big in zip(sizes, sizes[1:], strict=False):
@@ -137,12 +144,18 @@ def explain_slowdowns(sweep: SweepData) -> list[str]:
             if big in peak and small in peak:
                 cause += f" (steady peak memory {_mib(peak[small])} -> {_mib(peak[big])})"
             causes.append(cause + "; the data do not tell apart cache or memory pressure from contention")
+        if not causes and big in compute and small in compute and compute[big] > SLOWER_THAN * compute[small]:
+            causes.append(
+                f"its steps' compute added up to {compute[big]:.3g} s per epoch vs {compute[small]:.3g} s, "
+                "although its median step per sample was not slower: the difference is in the spread of the "
+                "step times, not the typical step (on a shared machine, often contention)"
+            )
         if causes:
             lines.append(text + ": " + "; ".join(causes) + ".")
         else:
             lines.append(
-                text + ": neither input wait nor compute per sample explains it; the time is outside the steps' "
-                "compute (per-epoch start-up, the loop), or noise on a shared machine."
+                text + ": neither input wait nor the steps' compute explains it; the extra time is outside the "
+                "steps (taking batches, the loop, per-epoch start-up), or noise on a shared machine."
             )
     return lines
 

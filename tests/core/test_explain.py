@@ -21,9 +21,10 @@ SAMPLES = 4096
 FLOPS = 6.0e5  # per training sample
 
 
-def synthetic_sweep(sizes=(8, 32, 128, 512), wait=None, flops=FLOPS) -> SweepData:
-    """A sweep whose steady steps take exactly ALPHA + BETA*B, plus `wait[B]` s of input wait per step."""
-    wait = wait or {}
+def synthetic_sweep(sizes=(8, 32, 128, 512), wait=None, flops=FLOPS, slow=None) -> SweepData:
+    """A sweep whose steady steps take exactly ALPHA + BETA*B, plus `wait[B]` s of input wait per step;
+    `slow[B]` = (n, factor): the last n steps of each epoch at B take `factor` times as long."""
+    wait, slow = wait or {}, slow or {}
     data = SweepData()
     data.handle(make_event("sweep_started", spec={}, runs=[], environment={"device_description": "cpu: test"}))
     for index, b in enumerate(sizes):
@@ -36,6 +37,8 @@ def synthetic_sweep(sizes=(8, 32, 128, 512), wait=None, flops=FLOPS) -> SweepDat
         wall = 0.0
         for epoch in range(2):
             step_time = np.full(n, ALPHA + BETA * b)
+            if b in slow:
+                step_time[n - slow[b][0] :] *= slow[b][1]
             traced = np.zeros(n, dtype=int)
             if epoch == 0:
                 step_time[0], traced[0] = 0.8, 1
@@ -97,6 +100,13 @@ def test_a_slower_big_batch_is_put_down_to_the_input_wait_the_data_show():
     epoch = 8 * (step + wait + 1e-4)
     shares = f"{8 * step / epoch:.0%} step compute, {8 * wait / epoch:.0%} input wait"
     assert f"at batch 512: {epoch:.3g} s = {shares}" in text
+
+
+def test_a_slower_epoch_from_a_few_slow_steps_is_said_to_be_in_the_spread():
+    # 3 of batch 512's 8 steps take 5x as long: its median step is on the line, its epoch is not.
+    text = "\n".join(explain_sweep(synthetic_sweep(slow={512: (3, 5.0)})))
+    match = re.search(r"Batch 512 is slower than batch 128 .*?: (.*)", text)
+    assert match and "spread of the step times" in match.group(1) and "input" not in match.group(1)
 
 
 def test_accumulation_is_named_only_when_used():
