@@ -308,8 +308,21 @@ def _print_table(path: Path) -> None:
     line = target_line(sweep.spec)
     if line:
         print(line)
-    print(format_table(summary_rows(sweep)))
+    rows = summary_rows(sweep)
+    print(format_table(rows))
+    _print_seed_table(rows)
     _print_explanation(sweep)
+
+
+def _print_seed_table(rows: list[dict[str, Any]]) -> None:
+    """With several seeds per batch size: every figure per batch size as mean [min-max] (core/aggregate.py)."""
+    from batchlab.core.table import format_seed_table, seeds_line
+
+    line = seeds_line(rows)
+    if line:
+        print()
+        print(line)
+        print(format_seed_table(rows))
 
 
 EXPLANATION_WIDTH = 100  # characters per line of the explanation
@@ -448,6 +461,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if line:
         print(line)
     print(format_table(rows))
+    _print_seed_table(rows)
     _print_explanation(sweep)
     return EXIT_OK
 

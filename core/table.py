@@ -133,3 +133,54 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     with console.capture() as captured:
         console.print(table)
     return "\n".join(line.rstrip() for line in captured.get().splitlines())
+
+
+def _spread_cell(key: str, s: Any, fmt: str) -> str:
+    """mean [min-max] of a Spread, in the figure's format and units; "-" when no run has it."""
+    if s.n == 0:
+        return "-"
+    scale = MIB if key in BYTES_KEYS else 1
+    mean, low, high = (fmt.format(v / scale) for v in (s.mean, s.low, s.high))
+    return mean if s.n == 1 or low == high else f"{mean} [{low}-{high}]"
+
+
+def seeds_line(rows: list[dict[str, Any]]) -> str | None:
+    """What the per-batch-size table shows, or None when no batch size ran with more than one seed."""
+    from batchlab.core.aggregate import aggregate_by_batch
+
+    groups = aggregate_by_batch(rows, ())
+    if not any(g["runs"] > 1 for g in groups):
+        return None
+    return (
+        "per batch size over the seeds: mean [min-max] of the runs that ended ok (n = ok runs of all; "
+        "target figures over the runs that reached it)"
+    )
+
+
+def format_seed_table(rows: list[dict[str, Any]]) -> str:
+    """One line per batch size: every figure of the run table as mean [min-max] over its seeds
+    (core/aggregate.py, the one aggregation the window's bands use too)."""
+    from batchlab.core.aggregate import aggregate_by_batch
+
+    figures = [c for c in TABLE_COLUMNS if c[0] not in ("batch_size", "seed")]
+    targets = any(row.get("target_reached", -1) != -1 for row in rows)
+    if targets:
+        figures += list(TARGET_COLUMNS)
+    groups = aggregate_by_batch(rows, [key for key, _, _ in figures])
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="", expand=False)
+    table.add_column("batch", justify="right", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    for _, header, _ in figures:
+        table.add_column(header, justify="right", no_wrap=True)
+    if targets:
+        table.add_column("reached", justify="right", no_wrap=True)
+    for g in groups:
+        cells = [str(g["batch_size"]), f"{g['ok']}/{g['runs']}"]
+        cells += [_spread_cell(key, g[key], fmt) for key, _, fmt in figures]
+        if targets:
+            cells.append(f"{max(g['reached'], 0)}/{g['ok']}")
+        table.add_row(*cells)
+    console = Console(file=io.StringIO(), width=TABLE_MAX_WIDTH, color_system=None, highlight=False)
+    with console.capture() as captured:
+        console.print(table)
+    return "\n".join(line.rstrip() for line in captured.get().splitlines())
