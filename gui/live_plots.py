@@ -15,8 +15,10 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.model import RunData, SweepData
+from batchlab.gui.epoch_bars import EpochBars
 from batchlab.gui.plot_style import (
     MIB,
+    PLOT_COLOURS,
     SOURCE_LABELS,
     BatchColours,
     ZeroAnchor,
@@ -79,7 +81,6 @@ STYLE_LEGEND = {
 }
 PLOT_ORDER = tuple(PLOTS)
 PLOT_TABLE = {plot_id: "steps" if plot_id in ("loss_step", "loss_time") else "epochs" for plot_id in PLOTS}
-SEGMENTS = (("compute", "compute_time"), ("input wait", "input_wait_time"), ("other", None))
 
 
 class LivePlots(QWidget):
@@ -121,11 +122,10 @@ class LivePlots(QWidget):
         self._legend_named: set[tuple[str, str, int]] = set()
         self._style_named: set[str] = set()
         self._memory_label = ""
-        self._bars: dict[tuple[str, str], pg.BarGraphItem] = {}
-        self._bars_drawn: dict[str, tuple] = {}
+        self.bars = EpochBars(self.plots["epoch_split"].getPlotItem(), colours)
+        self._bars_drawn: set[str] = set()  # sources whose bars were drawn
         self.selection: set[RunKey] = set()
         self.set_points: dict[str, int] = {}  # plot id -> points handed to setData by its last update (tests)
-        self._add_segment_legend()
 
     def _build_layout(self) -> None:
         self.x_choice = QComboBox()
@@ -160,11 +160,10 @@ class LivePlots(QWidget):
             plot.removeItem(curve)
             plot.legend.removeItem(curve)
         self._legend_named = {n for n in self._legend_named if n[1] != source}
-        for key in [k for k in self._bars if k[0] == source]:
-            self.plots["epoch_split"].getPlotItem().removeItem(self._bars.pop(key))
+        self.bars.remove(source)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
         self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
-        self._bars_drawn.pop(source, None)
+        self._bars_drawn.discard(source)
         if data is None:
             self.sources.pop(source, None)
         else:
@@ -257,8 +256,9 @@ class LivePlots(QWidget):
                 else:
                     runs_changed = self._draw_run(source, run, plot_id) or runs_changed
             if plot_id == "epoch_split" and (runs_changed or source not in self._bars_drawn):
-                self._draw_bars(source, data)
-                self._bars_drawn[source] = ()
+                rows = lambda run, source=source: self._rows(source, run, "epochs")  # noqa: E731
+                self.bars.draw(source, data, list(self.sources), rows, self.selection)
+                self._bars_drawn.add(source)
                 runs_changed = True
             changed = changed or runs_changed
         if changed:
@@ -402,65 +402,12 @@ class LivePlots(QWidget):
         loss = float(run.steps["loss"][rows - 1])
         return text + f" · loss {loss:.4g}"
 
-    # ------------------------------------------------------------ epoch time bars
-
-    def _draw_bars(self, source: str, data: SweepData) -> None:
-        runs = [r for r in data.ordered_runs() if self._rows(source, r, "epochs")]
-        seeds = sorted({r.seed for r in data.runs.values()}) or [0]
-        n_groups = len(seeds) * max(1, len(self.sources))
-        width = 0.8 / n_groups
-        group_of_source = sorted(self.sources).index(source) if source in self.sources else 0
-        xs, bottoms, heights, colours = [], {s: [] for s, _ in SEGMENTS}, {s: [] for s, _ in SEGMENTS}, []
-        for run in runs:
-            n = self._rows(source, run, "epochs")
-            group = group_of_source * len(seeds) + seeds.index(run.seed)
-            xs.append(np.log2(run.batch_size) - 0.4 + width * (group + 0.5))
-            colours.append((run, self.colours.colour(run.batch_size)))
-            epoch_time = float(np.nanmean(run.epochs["epoch_time"][:n]))
-            bottom = 0.0
-            for seg, col in SEGMENTS:
-                value = float(np.nanmean(run.epochs[col][:n])) if col else epoch_time - bottom
-                value = max(0.0, value) if np.isfinite(value) else 0.0
-                bottoms[seg].append(bottom)
-                heights[seg].append(value)
-                bottom += value
-        for seg, _ in SEGMENTS:
-            key = (source, seg)
-            item = self._bars.get(key)
-            if item is None:
-                item = self._bars[key] = pg.BarGraphItem(x=[], height=[], width=width)
-                self.plots["epoch_split"].getPlotItem().addItem(item)
-            brushes, pens = [], []
-            for run, colour in colours:
-                dimmed = bool(self.selection) and (source, run.index) not in self.selection
-                brushes.append(_segment_brush(seg, colour, dimmed))
-                pens.append(run_pen(colour, compare=source == "compare", dimmed=dimmed, highlighted=False))
-            item.setVisible(bool(xs))
-            if not xs:  # pyqtgraph cannot take empty pen lists
-                continue
-            item.setOpts(
-                x=np.array(xs),
-                y0=np.array(bottoms[seg]),
-                height=np.array(heights[seg]),
-                width=width,
-                brushes=brushes,
-                pens=pens,
-            )
-
-    def _add_segment_legend(self) -> None:
-        legend = self.plots["epoch_split"].getPlotItem().legend
-        grey = QColor("#555555")
-        for seg, _ in SEGMENTS:
-            sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=_segment_brush(seg, grey, False))
-            legend.addItem(sample, seg)
-        sync_legend(self.plots["epoch_split"].getPlotItem())
-
     def _add_style_legend(self, series: str) -> None:
         if series not in STYLE_LEGEND or series in self._style_named:
             return
         self._style_named.add(series)
         plot_id, _x, _y, _t, symbol, style = SERIES[series]
-        grey = QColor("#555555")
+        grey = QColor(PLOT_COLOURS["neutral"])
         pen = pg.mkPen(grey, width=1.6, style=style or Qt.PenStyle.SolidLine)
         sample = pg.PlotDataItem([0], [0], pen=pen, symbol=symbol, symbolPen=pen, symbolBrush=grey)
         self.plots[plot_id].getPlotItem().legend.addItem(sample, STYLE_LEGEND[series])
@@ -524,15 +471,3 @@ def examples_seen(run: RunData, rows: np.ndarray) -> np.ndarray:
     epoch = np.asarray(steps["epoch"][rows], dtype=np.int64)
     within = np.minimum((step - epoch * per_epoch + 1) * batch, int(samples))
     return (epoch * int(samples) + within).astype(float)
-
-
-def _segment_brush(segment: str, colour: QColor, dimmed: bool):
-    c = QColor(colour)
-    if segment == "other":
-        c = QColor("#BBBBBB")
-    if dimmed:
-        c.setAlpha(40)
-    brush = pg.mkBrush(c)
-    if segment == "input wait":
-        brush.setStyle(Qt.BrushStyle.BDiagPattern)
-    return brush
