@@ -37,6 +37,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLa
 RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
 
 RSS_BASE = "rss_before_training_bytes"  # run attribute: the training child's RSS before its first step
+BASELINE_OVERHANG = 0.3  # epochs the baseline reaches past the first and last epoch's points
 
 # series id -> (plot id, x column, y column, table, symbol, pen style or None).
 # The x column "loss_x" is the loss plot's chosen axis (LOSS_X). Every series names its run's
@@ -77,7 +78,7 @@ STYLE_LEGEND = {
     "tf_peak": "TensorFlow peak",
     "device_mem": "device (nvidia-smi)",
     "rss": "process RSS",
-    "rss_base": "RSS before training",
+    "rss_base": "before training",
 }
 PLOT_ORDER = tuple(PLOTS)
 PLOT_TABLE = {plot_id: "steps" if plot_id in ("loss_step", "loss_time") else "epochs" for plot_id in PLOTS}
@@ -292,8 +293,8 @@ class LivePlots(QWidget):
                 base = run.attrs.get(RSS_BASE)
                 if base is None or not base > 0 or not _rss_only(run, n):
                     continue
-                x = np.asarray(run.epochs["epoch"][:n], dtype=float) + 1
-                y = np.full(n, float(base) / MIB)
+                x = np.array([1 - BASELINE_OVERHANG, n + BASELINE_OVERHANG])  # a line, even under one epoch
+                y = np.full(2, float(base) / MIB)
             else:
                 x = np.asarray(run.epochs["epoch"][:n], dtype=float) + 1
                 y = np.asarray(run.epochs[y_col][:n], dtype=float)
@@ -362,8 +363,8 @@ class LivePlots(QWidget):
         that depends on the batch size shows); otherwise it starts at zero.
         """
         sources = {SERIES[s][2] for (_src, _i, s), c in self._curves.items() if SERIES[s][0] == "memory"}
-        rss_only = sources <= {"rss_peak_bytes", RSS_BASE}
-        label = "process RSS (peak per epoch)" if rss_only else "memory (peak per epoch)"
+        rss_only = bool(sources) and sources <= {"rss_peak_bytes", RSS_BASE}
+        label = "process RSS" if rss_only else "memory"
         if label != self._memory_label:
             self._memory_label = label
             self.plots["memory"].getPlotItem().setLabel("left", label, units="MiB")

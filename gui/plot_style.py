@@ -292,7 +292,7 @@ def make_plot(
 
 
 LEGEND_ROW = 4  # PlotItem's layout: title 0, top axis 1, view 2, bottom axis 3; the legend goes under it
-LEGEND_COLUMNS = 4
+LEGEND_COLUMNS = 3  # entries a row: three fit under a plot a third of a 1024 px window wide
 
 
 def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
@@ -321,6 +321,9 @@ def sync_legend(item: pg.PlotItem) -> None:
     height = legend.layout.sizeHint(Qt.SizeHint.PreferredSize).height() if entries else 0.0
     legend.setMaximumHeight(height)
     legend.setMinimumHeight(height)
+    # LegendItem.addItem moves the legend to its parent's corner (updateSize's setGeometry); the
+    # plot's layout puts it back under the axis only once it is invalidated.
+    item.layout.invalidate()
 
 
 class ZeroAnchor(pg.GraphicsObject):
@@ -333,7 +336,17 @@ class ZeroAnchor(pg.GraphicsObject):
         pass
 
     def dataBounds(self, axis: int, frac: float = 1.0, orthoRange=None):  # noqa: N802 (pyqtgraph hook)
-        return (0.0, 0.0) if axis == 1 else None
+        """y bounds (0, 0) once the plot shows data; before that nothing (an empty plot keeps its default range)."""
+        view = self.getViewBox()
+        if axis != 1 or view is None:
+            return None
+        for item in view.addedItems:
+            if item is self or not item.isVisible() or not hasattr(item, "dataBounds"):
+                continue
+            bounds = item.dataBounds(1)
+            if bounds is not None and all(b is not None and math.isfinite(b) for b in bounds):
+                return (0.0, 0.0)
+        return None
 
 
 def lay_out_grid(parent: QWidget, widgets: dict[str, pg.PlotWidget], columns: int) -> None:

@@ -59,6 +59,8 @@ def _assert_legends_clear(widgets: dict) -> None:
         assert data is not None, plot_id
         assert not legend.sceneBoundingRect().intersects(data), plot_id
         assert not legend.sceneBoundingRect().intersects(item.getViewBox().sceneBoundingRect()), plot_id
+        # under the x axis (not moved to the plot's corner over the title)
+        assert legend.sceneBoundingRect().top() >= item.getAxis("bottom").sceneBoundingRect().top(), plot_id
 
 
 def test_legends_never_cover_data_and_none_is_empty(main_window, tmp_path, qtbot):
@@ -77,6 +79,22 @@ def test_legends_never_cover_data_and_none_is_empty(main_window, tmp_path, qtbot
     _assert_legends_clear(w.summary.plots)
     for metric, widget in w.summary.plots.items():  # one sweep: nothing to explain, no box
         assert not widget.getPlotItem().legend.isVisible(), metric
+
+
+def test_legends_stay_under_their_plots_while_a_sweep_streams_in(main_window, qtbot):
+    """Entries added run by run, epoch by epoch (the memory plot's legend once jumped over its title)."""
+    w = main_window
+    data = SweepData(label="live")
+    w.live.set_source("main", data)
+    for event in sweep_events(batch_sizes=(16, 64, 256)):
+        if event["type"] == "run_started":
+            event = {**event, "rss_before_training_bytes": 480 << 20}
+        data.handle(event)
+        w.live.take_snapshot()
+        for plot_id in w.live.plot_ids:
+            w.live.update_plot(plot_id)
+        qtbot.wait(1)
+        _assert_legends_clear({p: w.live.plots[p] for p in w.live.plot_ids if w.live.curve_count(p)})
 
 
 def test_memory_and_amount_axes_start_at_zero_and_cpu_memory_says_process_rss(main_window, tmp_path, qtbot):
@@ -235,11 +253,11 @@ def test_on_a_cpu_each_runs_rss_before_training_is_drawn_as_the_memory_baseline(
     live.set_source("main", data)
     for index in (0, 1):
         base = live._curves[("main", index, "rss_base")]
-        assert np.allclose(base.yData, (480 << 20) / MIB) and len(base.xData) == 2
+        assert np.allclose(base.yData, (480 << 20) / MIB) and base.xData[0] < 1 and base.xData[-1] > 2
     low, high = live.plots["memory"].getPlotItem().getViewBox().viewRange()[1]
     assert 0 < low <= 480 and high >= 756  # from the baseline, not from zero: the batch-dependent part shows
     labels = [label.text for _s, label in live.plots["memory"].getPlotItem().legend.items]
-    assert "RSS before training" in labels and "process RSS" in labels
+    assert "before training" in labels and "process RSS" in labels
     live.close()
 
 
@@ -260,4 +278,23 @@ def test_with_a_gpu_reading_the_memory_axis_starts_at_zero_and_has_no_rss_baseli
     assert ("main", 0, "rss_base") not in live._curves
     assert live.plots["memory"].getPlotItem().getViewBox().viewRange()[1][0] <= 0
     assert live.plots["memory"].getPlotItem().getAxis("left").labelText.startswith("memory")
+    live.close()
+
+
+def test_empty_plots_keep_a_sensible_axis_until_data_comes(qapp):
+    """The zero anchor only acts once there is data: no -400..400 axis with 'msamples/s' before the first epoch."""
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    live = LivePlots(BatchColours())
+    live.show()
+    data = SweepData(label="starting")
+    events = list(sweep_events(batch_sizes=(16,)))
+    data.handle(events[0])
+    data.handle(events[1])  # run started, nothing measured yet
+    live.set_source("main", data)
+    for plot_id in ("throughput", "memory", "epoch_split"):
+        low, high = live.plots[plot_id].getPlotItem().getViewBox().viewRange()[1]
+        assert low >= 0 and high <= 1, plot_id
+    assert live.plots["memory"].getPlotItem().getAxis("left").labelText == "memory"  # not RSS before data
     live.close()
