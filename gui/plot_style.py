@@ -292,7 +292,8 @@ def make_plot(
 
 
 LEGEND_ROW = 4  # PlotItem's layout: title 0, top axis 1, view 2, bottom axis 3; the legend goes under it
-LEGEND_COLUMNS = 3  # entries a row: three fit under a plot a third of a 1024 px window wide
+LEGEND_COLUMNS = 3  # entries a row at most
+LEGEND_SAMPLE_PX = 36  # an entry's sample line and spacing beside its label
 
 
 def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
@@ -304,20 +305,33 @@ def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
     legend.setParentItem(item)
     item.layout.addItem(legend, LEGEND_ROW, 1)
     item.legend = legend
+    item.getViewBox().sigResized.connect(lambda _view: sync_legend(item, relayout=False))
     sync_legend(item)
     return legend
 
 
-def sync_legend(item: pg.PlotItem) -> None:
-    """Show the legend only when it has entries (an empty box explains nothing) and size its row to them."""
+def sync_legend(item: pg.PlotItem, relayout: bool = True) -> None:
+    """Show the legend only when it has entries (an empty box explains nothing), as many a row as fit.
+
+    relayout=False (a resize): the plot's layout is only asked again if the entries a row changed.
+    """
     legend = item.legend
     if legend is None:
         return
     entries = len(legend.items)
     legend.setVisible(entries > 0)
-    columns = max(1, min(LEGEND_COLUMNS, entries))
+    # Never wider than the plot: entries that do not fit a row go to the next (a legend's minimum
+    # width would otherwise widen the plot past its cell and push the grid off the window).
+    legend.setMinimumWidth(0)
+    room = item.getViewBox().width()
+    widest = max((label.boundingRect().width() + LEGEND_SAMPLE_PX for _s, label in legend.items), default=1.0)
+    fit = int(room // widest) if room > 0 else LEGEND_COLUMNS
+    columns = max(1, min(LEGEND_COLUMNS, entries, fit))
     if legend.columnCount != columns:
         legend.setColumnCount(columns)
+        relayout = True
+    if not relayout:
+        return
     height = legend.layout.sizeHint(Qt.SizeHint.PreferredSize).height() if entries else 0.0
     legend.setMaximumHeight(height)
     legend.setMinimumHeight(height)

@@ -298,3 +298,16 @@ def test_empty_plots_keep_a_sensible_axis_until_data_comes(qapp):
         assert low >= 0 and high <= 1, plot_id
     assert live.plots["memory"].getPlotItem().getAxis("left").labelText == "memory"  # not RSS before data
     live.close()
+
+
+def test_a_legend_never_makes_its_plot_wider_than_its_cell(main_window, tmp_path, qtbot):
+    w = main_window
+    w.resize(1024, 700)
+    assert w.open_file(write_run_file(tmp_path / "s.h5", batch_sizes=(16, 32, 64, 128, 256, 512)))
+    qtbot.wait(50)
+    tab = w.live.rect()
+    for plot_id, widget in w.live.plots.items():
+        legend = widget.getPlotItem().legend
+        right = widget.mapTo(w.live, widget.rect().topRight()).x()
+        assert right <= tab.right() + 1, plot_id  # the grid fits the tab
+        assert legend.sceneBoundingRect().width() <= widget.width(), plot_id
