@@ -138,11 +138,15 @@ def with_window(
     first_steps: dict[int, float] = {}
     on_events = window._on_events
 
+    arrivals: list[tuple[float, int, int]] = []  # (time, run, its step rows then) as steps reach the window
+
     def noted_events(batch):
+        on_events(batch)
+        now = time.monotonic()
         for event in batch:
             if event.get("type") == "steps":
-                first_steps.setdefault(event["run"], time.monotonic())
-        on_events(batch)
+                first_steps.setdefault(event["run"], now)
+                arrivals.append((now, event["run"], len(window.data.runs[event["run"]].steps)))
 
     window.show()
     window.setup.set_values(values)
@@ -184,6 +188,7 @@ def with_window(
         stats["gui_cpu"] = time.thread_time() - cpu0
         stats["redraws"] = window.live._bench_redraws
         stats["first_steps"] = first_steps
+        stats["arrivals"] = arrivals
     heartbeat.stop()
     done.stop()
     if window.worker.status != "complete":
@@ -226,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     gui_cpu: dict[str, list[float]] = {m: [] for m in modes if m != "headless"}  # GUI-thread share of a core
     redraws: dict[str, list[float]] = {}  # plot id -> seconds between its redraws while a run's steps arrived
     first_points: list[float] = []  # seconds from a run's first steps reaching the window to them on screen
+    lateness: list[float] = []  # seconds from step rows reaching the window to the loss plot showing them
     with tempfile.TemporaryDirectory(prefix="batchlab-bench-") as tmp:
         tmp = Path(tmp)
         for i in range(args.repeat):
@@ -254,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                             for a, b in zip(when, when[1:], strict=False)
                             if a[1] == b[1] >= 0 and a[2] > 0 and b[2] > a[2]  # one run, its steps growing
                         )
+                    shown_steps = stats["redraws"].get("loss_step", [])
+                    for arrived, run, rows in stats["arrivals"]:
+                        later = [t for t, r, n in shown_steps if r == run and n >= rows and t >= arrived]
+                        if later:
+                            lateness.append(later[0] - arrived)
                     for run, arrived in stats["first_steps"].items():
                         shown = [t for t, r, rows in stats["redraws"].get("loss_step", []) if r == run and rows]
                         if shown:
@@ -295,6 +306,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"(median; 90th percentile {waits[int(0.9 * (len(waits) - 1))]:.2f} s, longest {waits[-1]:.2f} s; "
                 f"target <= 1 s)"
             )
+    if lateness:
+        late = sorted(lateness)
+        print(
+            f"step rows on the loss plot {statistics.median(late):.2f} s after reaching the window (median; "
+            f"99th percentile {late[int(0.99 * (len(late) - 1))]:.2f} s, longest {late[-1]:.2f} s, "
+            f"{sum(x > 1.0 for x in late)} of {len(late)} over 1 s)"
+        )
     if first_points:
         print(
             f"first points of a run on screen {statistics.median(first_points):.2f} s (median), at most "

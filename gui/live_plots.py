@@ -39,9 +39,12 @@ RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
 RSS_BASE = "rss_before_training_bytes"  # run attribute: the training child's RSS before its first step
 BASELINE_OVERHANG = 0.3  # epochs the baseline reaches past the first and last epoch's points
 
+# Colours mean the same batch size in every plot, so only the two loss plots name the batch sizes
+# in their legends; the others explain their line styles (short legends leave room for the data).
+BATCH_LEGEND = ("loss_step", "loss_time")
+
 # series id -> (plot id, x column, y column, table, symbol, pen style or None).
-# The x column "loss_x" is the loss plot's chosen axis (LOSS_X). Every series names its run's
-# batch size in its plot's legend (once per batch size), which sits below the plot's data.
+# The x column "loss_x" is the loss plot's chosen axis (LOSS_X).
 SERIES = {
     "loss_step": ("loss_step", "loss_x", "loss", "steps", None, None),
     "loss_time": ("loss_time", "wall_time", "loss", "steps", None, None),
@@ -334,7 +337,7 @@ class LivePlots(QWidget):
         if curve is None:
             name = None
             legend_key = (plot_id, source, run.batch_size)
-            if legend_key not in self._legend_named:
+            if plot_id in BATCH_LEGEND and legend_key not in self._legend_named:
                 self._legend_named.add(legend_key)
                 name = f"batch {run.batch_size}{SOURCE_LABELS[source]}"
             # Step curves (no symbols) are drawn without antialiasing, which costs several times

@@ -293,7 +293,6 @@ def make_plot(
 
 LEGEND_ROW = 4  # PlotItem's layout: title 0, top axis 1, view 2, bottom axis 3; the legend goes under it
 LEGEND_COLUMNS = 3  # entries a row at most
-LEGEND_SAMPLE_PX = 36  # an entry's sample line and spacing beside its label
 
 
 def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
@@ -303,7 +302,7 @@ def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
     """
     legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, colCount=LEGEND_COLUMNS)
     legend.setParentItem(item)
-    item.layout.addItem(legend, LEGEND_ROW, 1)
+    item.layout.addItem(legend, LEGEND_ROW, 0, 1, 3)  # the plot's whole width, under the left axis too
     item.legend = legend
     item.getViewBox().sigResized.connect(lambda _view: sync_legend(item, relayout=False))
     sync_legend(item)
@@ -323,10 +322,12 @@ def sync_legend(item: pg.PlotItem, relayout: bool = True) -> None:
     # Never wider than the plot: entries that do not fit a row go to the next (a legend's minimum
     # width would otherwise widen the plot past its cell and push the grid off the window).
     legend.setMinimumWidth(0)
-    room = item.getViewBox().width()
-    widest = max((label.boundingRect().width() + LEGEND_SAMPLE_PX for _s, label in legend.items), default=1.0)
-    fit = int(room // widest) if room > 0 else LEGEND_COLUMNS
-    columns = max(1, min(LEGEND_COLUMNS, entries, fit))
+    room = item.width()
+    columns = max(1, min(LEGEND_COLUMNS, entries))
+    if room > 0 and entries:
+        # the width of a column as the legend's own layout measures it now, and how many fit
+        per_column = legend.layout.effectiveSizeHint(Qt.SizeHint.PreferredSize).width() / legend.columnCount
+        columns = max(1, min(columns, int(room // max(per_column, 1.0))))
     if legend.columnCount != columns:
         legend.setColumnCount(columns)
         relayout = True

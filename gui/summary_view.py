@@ -112,6 +112,18 @@ class SummaryView(QWidget):
                 self._draw_metric(plot, metric, source, data)
             self._widen_flat_range(plot, metric)
             sync_legend(plot)
+        self._label_memory()
+
+    def _label_memory(self) -> None:
+        """Where every run's peak memory is host RSS (CPU runs), the axis says so: the whole process's RSS."""
+        sources = {
+            r.figures.peak_memory_source
+            for d in self.sources.values()
+            for r in d.runs.values()
+            if r.figures.peak_memory_source
+        }
+        label = "process RSS peak" if sources == {"rss_peak_bytes"} else "memory"
+        self.plots["peak_memory"].getPlotItem().setLabel("left", label, units="MiB")
 
     def _widen_flat_range(self, plot: pg.PlotItem, metric: str) -> None:
         """Give the y axis a span of at least MIN_RELATIVE_SPAN of its values (else one run gets no tick labels)."""

@@ -69,8 +69,8 @@ def test_legends_never_cover_data_and_none_is_empty(main_window, tmp_path, qtbot
     assert w.open_file(write_run_file(tmp_path / "s.h5", batch_sizes=(16, 64, 256)))
     qtbot.wait(50)
     _assert_legends_clear(w.live.plots)
-    # every live plot names the batch sizes (an exported plot explains its colours), no plot twice
-    for plot_id in ("loss_step", "loss_time", "loss_epoch", "throughput", "memory"):
+    # the loss plots name the batch sizes (colours mean the same batch size everywhere), each once
+    for plot_id in ("loss_step", "loss_time"):
         labels = [label.text for _sample, label in w.live.plots[plot_id].getPlotItem().legend.items]
         batch_labels = [t for t in labels if t.startswith("batch")]
         assert batch_labels == ["batch 16", "batch 64", "batch 256"], plot_id
@@ -108,6 +108,7 @@ def test_memory_and_amount_axes_start_at_zero_and_cpu_memory_says_process_rss(ma
     qtbot.wait(20)
     for metric in FROM_ZERO:
         assert w.summary.plots[metric].getPlotItem().getViewBox().viewRange()[1][0] <= 0.0, metric
+    assert w.summary.plots["peak_memory"].getPlotItem().getAxis("left").labelText == "process RSS peak"
 
 
 def _tick_labels(widget: pg.PlotWidget) -> list[str]:
@@ -257,7 +258,7 @@ def test_on_a_cpu_each_runs_rss_before_training_is_drawn_as_the_memory_baseline(
     low, high = live.plots["memory"].getPlotItem().getViewBox().viewRange()[1]
     assert 0 < low <= 480 and high >= 756  # from the baseline, not from zero: the batch-dependent part shows
     labels = [label.text for _s, label in live.plots["memory"].getPlotItem().legend.items]
-    assert "before training" in labels and "process RSS" in labels
+    assert labels == ["process RSS", "before training"]
     live.close()
 
 
@@ -310,4 +311,5 @@ def test_a_legend_never_makes_its_plot_wider_than_its_cell(main_window, tmp_path
         legend = widget.getPlotItem().legend
         right = widget.mapTo(w.live, widget.rect().topRight()).x()
         assert right <= tab.right() + 1, plot_id  # the grid fits the tab
-        assert legend.sceneBoundingRect().width() <= widget.width(), plot_id
+        item = widget.getPlotItem()
+        assert legend.sceneBoundingRect().width() <= item.getViewBox().sceneBoundingRect().right(), plot_id

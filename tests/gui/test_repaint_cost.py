@@ -97,9 +97,8 @@ def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
     w.live.refresh()
     data.handle(events[second_start])  # run 1 starts; no data yet
     shown = {plot_id: w.live.update_plot(plot_id) for plot_id in w.live.plots}
-    # plots with a curve for the new run get its legend entry ("batch 64"); memory curves wait for
-    # their first reading and the epoch split has no bar yet, so those two do not repaint
-    assert shown == {p: p not in ("memory", "epoch_split") for p in w.live.plots}
+    # only the loss plots get a legend entry ("batch 64"); the epoch plots' curves are empty
+    assert shown == {p: p in ("loss_step", "loss_time") for p in w.live.plots}
     assert not w.live.has_pending()  # nothing left undrawn: the empty curves exist
     assert ("main", 1, "train_loss") in w.live._curves
     rest = events[second_start + 1 :]
