@@ -43,9 +43,13 @@ SWEEP_OPTIONS = (
     ("--val-samples", "val_samples", "validation samples from the test split (0 = none; data without one: a warning)"),
     ("--epochs", "epochs", "epochs per run (with --target: the most a run may train; also --max-epochs)"),
     ("--batch-sizes", "batch_sizes", "comma-separated, e.g. 8,16,32"),
-    ("--optimizer", "optimizer", f"{', '.join(OPTIMIZERS)} (model: the .keras file's own)"),
+    (
+        "--optimizer",
+        "optimizer",
+        f"{', '.join(OPTIMIZERS)} (lars: layer-wise adaptive rates, BatchLab's own; model: the .keras file's own)",
+    ),
     ("--lr", "lr", "learning rate (default: the preset's; \"\" = the optimizer's own default)"),
-    ("--momentum", "momentum", "momentum for sgd and rmsprop"),
+    ("--momentum", "momentum", "momentum for sgd, rmsprop and lars"),
     ("--seeds", "seeds", "comma-separated seeds from 0 to 2**32-1; each batch size runs once per seed"),
     ("--device", "device", "auto (default), cpu or gpu:N"),
     ("--loop", "loop", "loop (default: BatchLab's loop, every step timed) or fit (model.fit, timed as fit sees it)"),
@@ -63,6 +67,25 @@ SWEEP_OPTIONS = (
         "lr_from",
         "an lr-find run file: each batch size trains at its suggested (steepest) rate instead of --lr",
     ),
+    (
+        "--lr-rule",
+        "lr_rule",
+        "how the rate scales with batch size B: constant (BLR, default), linear (LSR: lr x B/B0) or sqrt "
+        "(SRSR: lr x sqrt(B/B0)); see docs/learning-rates.md",
+    ),
+    ("--lr-base-batch", "lr_base_batch", "B0, the batch size at which the rate is --lr (default: the smallest)"),
+    ("--warmup", "warmup", "linear warmup from --lr to the rule's rate over this many --warmup-unit (default 0)"),
+    ("--warmup-unit", "warmup_unit", "epochs (default) or steps"),
+    (
+        "--lr-schedule",
+        "lr_schedule",
+        "after warmup: constant (default), step (x factor every --lr-decay-every epochs), cosine (to 0 at the "
+        "end of the budget) or plateau (x factor when validation loss stalls --lr-patience epochs)",
+    ),
+    ("--lr-decay-factor", "lr_decay_factor", "factor of step decay and plateau, between 0 and 1 (default 0.1)"),
+    ("--lr-decay-every", "lr_decay_every", "step decay interval in epochs (default 2)"),
+    ("--lr-patience", "lr_patience", "plateau: epochs without a better validation loss before a decay (default 2)"),
+    ("--weight-decay", "weight_decay", "weight decay of adamw, lamb and lars (default: the optimizer's own)"),
 )
 # Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
 BUDGET_OPTIONS = (
@@ -95,6 +118,7 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --target: train on to the budget after the target was met (default: stop there)",
     )
+    sweep.add_argument("--nesterov", dest="nesterov", action="store_true", default=None, help="Nesterov momentum (sgd)")
     sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
     sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
@@ -364,6 +388,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     values["shuffle"] = args.shuffle
     values["keep_training"] = args.keep_training
     values.update(_budget_values(args))
+    values["nesterov"] = args.nesterov
     spec = build_spec(values)
     if args.out:
         out = check_run_file(args.out, overwrite=args.overwrite)

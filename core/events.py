@@ -14,6 +14,9 @@ Event types, in the order a sweep emits them:
   "fit": what trained the run), ``sync`` ("every_step" or "sampled": how often the loop waited
   for the device, see ``STEP_COLUMNS``' step_time), ``fetch_overhead_s`` (s: the calibrated fixed
   cost of taking a ready batch from a full prefetch buffer; input_wait is fetch time beyond it)
+  and, when the spec sets a learning rate, the run's rate plan (core/lr_rules.py LrPlan.attrs()):
+  ``lr0``, ``lr_peak``, ``lr_rule``, ``lr_base_batch``, ``lr_warmup_steps``, ``lr_schedule``,
+  ``lr_total_steps``, ``lr_decay_factor``, ``lr_decay_every_steps``, ``lr_patience``
 - ``steps``: ``run``, and one list per column of ``STEP_COLUMNS``; sent every
   ``STEP_FLUSH_SECONDS`` while a run trains
 - ``epoch_ended``: ``run``, and one value per column of ``EPOCH_COLUMNS``
@@ -108,6 +111,13 @@ STEP_COLUMNS = (
     ),
     Column("traced", "int8", "", "1 if the step function was traced/compiled during this step, else 0"),
     Column("wall_time", "float64", "s", "time since the run's first step began, at the end of this step"),
+    Column(
+        "lr",
+        "float64",
+        "",
+        "learning rate the optimizer applied in this step, from the run's rule and schedule "
+        "(NaN where not known: the model file's own schedule)",
+    ),
 )
 
 # Per-epoch record. Memory values are -1 where the device cannot report them.

@@ -26,6 +26,17 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "keep_training": False,
     "accumulate": 1,  # no gradient accumulation
     "lr_from": None,  # an lr-find run file whose suggested rate per batch size replaces lr
+    # learning-rate rule and schedule (docs/learning-rates.md): by default the rate is lr at every batch size
+    "lr_rule": "constant",
+    "lr_base_batch": None,  # B0: the smallest batch size of the sweep
+    "warmup": 0.0,
+    "warmup_unit": "epochs",
+    "lr_schedule": "constant",
+    "lr_decay_factor": 0.1,
+    "lr_decay_every": 2,  # epochs, step decay
+    "lr_patience": 2,  # epochs, reduce-on-plateau
+    "nesterov": False,
+    "weight_decay": None,  # the optimizer's own default
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from batchlab.core.lr_rules import LR_RULE_ALIASES, LR_RULES, LR_SCHEDULES, WARMUP_UNITS, warmup_steps
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS, WORKLOADS, preset_defaults
 from batchlab.core.targets import (
     ACCURACY_METRICS,
@@ -33,10 +34,14 @@ OPTIMIZER_CLASSES = {
     "adamw": "AdamW",
     "nadam": "Nadam",
     "adadelta": "Adadelta",
+    "lamb": "Lamb",
+    "lars": "LARS",  # BatchLab's own (core/training/optimizers.py): Keras 3 has no LARS
 }
 MODEL_OPTIMIZER = "model"
 OPTIMIZERS = (*OPTIMIZER_CLASSES, MODEL_OPTIMIZER)
-MOMENTUM_OPTIMIZERS = ("sgd", "rmsprop")  # the ones that take a momentum argument
+MOMENTUM_OPTIMIZERS = ("sgd", "rmsprop", "lars")  # the ones that take a momentum argument
+NESTEROV_OPTIMIZERS = ("sgd",)
+WEIGHT_DECAY_OPTIMIZERS = ("adamw", "lamb", "lars")  # the ones the weight_decay field applies to
 BUDGET_UNITS = ("epochs", "steps", "examples")  # with a target, the budget is the most a run may train
 BUNDLED_DATA = "bundled"
 KERAS_PREFIX = "keras:"
@@ -116,6 +121,17 @@ class SweepSpec:
     keep_training: bool = _DEFAULTS["keep_training"]  # train on to the budget after the target was met
     accumulate: int = _DEFAULTS["accumulate"]  # micro-batches per optimizer update (gradient accumulation)
     lr_from: str | None = _DEFAULTS["lr_from"]  # lr-find file: each batch size's suggested rate replaces lr
+    # Learning-rate rule and schedule per batch size (core/lr_rules.py, docs/learning-rates.md).
+    lr_rule: str = _DEFAULTS["lr_rule"]
+    lr_base_batch: int | None = _DEFAULTS["lr_base_batch"]  # B0; None = the smallest batch size
+    warmup: float = _DEFAULTS["warmup"]
+    warmup_unit: str = _DEFAULTS["warmup_unit"]
+    lr_schedule: str = _DEFAULTS["lr_schedule"]
+    lr_decay_factor: float = _DEFAULTS["lr_decay_factor"]
+    lr_decay_every: int = _DEFAULTS["lr_decay_every"]  # epochs, step decay
+    lr_patience: int = _DEFAULTS["lr_patience"]  # epochs, reduce-on-plateau
+    nesterov: bool = _DEFAULTS["nesterov"]
+    weight_decay: float | None = _DEFAULTS["weight_decay"]  # None = the optimizer's own default
 
     @property
     def epochs(self) -> int:
@@ -420,6 +436,82 @@ def parse_lr_from(value: Any) -> str | None:
     return os.path.abspath(path)
 
 
+def _float(field_name: str, value: Any, what: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(field_name, f"{value!r} is not a number; {what}") from None
+    if not math.isfinite(number):
+        raise SpecError(field_name, f"{value!r} is not allowed; {what}")
+    return number
+
+
+def parse_lr_rule(value: Any) -> str:
+    """How the base rate scales with the batch size: constant (BLR), linear (LSR) or sqrt (SRSR)."""
+    text = str(value).strip().lower()
+    text = LR_RULE_ALIASES.get(text, text)
+    if text not in LR_RULES:
+        raise SpecError("lr_rule", f"{str(value)!r} is not known; choose constant (BLR), linear (LSR) or sqrt (SRSR)")
+    return text
+
+
+def parse_lr_base_batch(value: Any) -> int | None:
+    """B0, the batch size at which the rate is `lr`; blank = the sweep's smallest batch size."""
+    if _blank(value):
+        return None
+    what = "the base batch size B0 must be a whole number >= 1 (empty = the smallest batch size)"
+    b0 = _int("lr_base_batch", value, 1, what)
+    if b0 > MAX_BATCH_SIZE:
+        raise SpecError("lr_base_batch", f"{b0} is too large; {what}")
+    return b0
+
+
+def parse_warmup(value: Any) -> float:
+    what = "warmup must be a number >= 0 of warmup_unit (epochs or steps); 0 = no warmup"
+    w = _float("warmup", value, what)
+    if w < 0:
+        raise SpecError("warmup", f"{value!r} is negative; {what}")
+    return w
+
+
+def parse_warmup_unit(value: Any) -> str:
+    return _choice("warmup_unit", value, WARMUP_UNITS)
+
+
+def parse_lr_schedule(value: Any) -> str:
+    return _choice("lr_schedule", value, LR_SCHEDULES)
+
+
+def parse_lr_decay_factor(value: Any) -> float:
+    what = "the decay factor must be a number between 0 and 1 (exclusive), e.g. 0.1"
+    f = _float("lr_decay_factor", value, what)
+    if not 0.0 < f < 1.0:
+        raise SpecError("lr_decay_factor", f"{value!r} is out of range; {what}")
+    return f
+
+
+def parse_lr_decay_every(value: Any) -> int:
+    return _int("lr_decay_every", value, 1, "step decay's interval must be a whole number of epochs >= 1")
+
+
+def parse_lr_patience(value: Any) -> int:
+    return _int("lr_patience", value, 1, "patience must be a whole number of epochs >= 1")
+
+
+def parse_nesterov(value: Any) -> bool:
+    return _bool("nesterov", value)
+
+
+def parse_weight_decay(value: Any) -> float | None:
+    if _blank(value):
+        return None
+    what = f"weight decay must be a number >= 0 (used by {', '.join(WEIGHT_DECAY_OPTIMIZERS)}; empty = their default)"
+    wd = _float("weight_decay", value, what)
+    if wd < 0:
+        raise SpecError("weight_decay", f"{value!r} is negative; {what}")
+    return wd
+
+
 def _user_path(text: str) -> str:
     """A path as the user typed it, with ~ expanded (a shell would have done it on a command line)."""
     return os.path.expanduser(text)
@@ -485,6 +577,16 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "keep_training": parse_keep_training,
     "accumulate": parse_accumulate,
     "lr_from": parse_lr_from,
+    "lr_rule": parse_lr_rule,
+    "lr_base_batch": parse_lr_base_batch,
+    "warmup": parse_warmup,
+    "warmup_unit": parse_warmup_unit,
+    "lr_schedule": parse_lr_schedule,
+    "lr_decay_factor": parse_lr_decay_factor,
+    "lr_decay_every": parse_lr_decay_every,
+    "lr_patience": parse_lr_patience,
+    "nesterov": parse_nesterov,
+    "weight_decay": parse_weight_decay,
 }
 
 
@@ -571,6 +673,7 @@ def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None
         )
     _check_accumulate(p, errors)
     _check_lr_from(p, errors)
+    _check_learning_rate(p, errors)
 
 
 def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
@@ -608,6 +711,74 @@ def _check_lr_from(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
             "lr_from",
             f"batch size {missing[0]} has no suggested rate in {p['lr_from']} (it has batch sizes {held}); "
             "run batchlab lr-find with these batch sizes or drop that batch size",
+        )
+
+
+def _budget_steps(p: dict[str, Any], batch_size: int) -> int:
+    """Optimizer steps in one run's budget at this batch size (with a target: the most it may train)."""
+    return Budget(p.get("budget_unit", "epochs"), p["epochs"]).steps(p["samples"], batch_size)
+
+
+def _check_learning_rate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """The learning-rate rule, schedule and optimizer settings against each other and the budget."""
+
+    def fail(name: str, message: str) -> None:
+        if name not in errors:
+            errors[name] = SpecError(name, message)
+
+    shaped = {
+        name: p.get(name)
+        for name, plain in (("lr_rule", "constant"), ("lr_schedule", "constant"), ("warmup", 0.0))
+        if name in p and p[name] != plain
+    }
+    for name, value in shaped.items():
+        if p.get("optimizer") == MODEL_OPTIMIZER:
+            fail(
+                name,
+                f"{value!r} needs an optimizer BatchLab builds; with optimizer 'model' the model file's own rate "
+                "is used; name an optimizer (e.g. sgd or adam) or set it back to its default",
+            )
+        elif "lr" in p and p["lr"] is None and not p.get("lr_from"):
+            fail("lr", f"{name}={value!r} needs a base learning rate lr0; give lr, e.g. 0.001")
+    if (p.get("accumulate") or 1) > 1 and p.get("lr_rule", "constant") != "constant":
+        fail(
+            "lr_rule",
+            f"{p['lr_rule']!r} with accumulate {p['accumulate']} is not supported yet (the update's batch is "
+            "batch size x accumulate); use lr_rule constant, or accumulate 1",
+        )
+    if p.get("lr_from") and p.get("lr_rule", "constant") != "constant":
+        fail(
+            "lr_rule",
+            f"{p['lr_rule']!r} cannot scale the rates of lr_from, which are each batch size's own already; "
+            "use lr_rule constant with lr_from (warmup and schedules apply to each suggested rate)",
+        )
+    if p.get("lr_schedule") == "plateau" and p.get("val_samples") == 0:
+        fail("lr_schedule", "'plateau' lowers the rate when the validation loss stalls; it needs val_samples > 0")
+    if p.get("warmup") and p.get("warmup_unit") == "steps" and not float(p["warmup"]).is_integer():
+        fail("warmup", f"{p['warmup']!r} is not a whole number of steps; use whole steps or warmup_unit epochs")
+    if p.get("warmup") and all(k in p for k in ("warmup_unit", "batch_sizes", "epochs", "samples")):
+        for b in sorted(p["batch_sizes"], reverse=True):  # the largest batch has the fewest steps
+            spe = math.ceil(p["samples"] / b)
+            total = _budget_steps(p, b)
+            if warmup_steps(p["warmup"], p["warmup_unit"], spe) >= total:
+                fail(
+                    "warmup",
+                    f"{p['warmup']:g} {p['warmup_unit']} is not shorter than the budget of batch size {b} "
+                    f"({total} steps, {p['epochs']} {p.get('budget_unit', 'epochs')}); "
+                    "use a shorter warmup or a longer budget",
+                )
+                break
+    optimizer = p.get("optimizer")
+    if p.get("nesterov") and optimizer is not None:
+        if optimizer not in NESTEROV_OPTIMIZERS:
+            fail("nesterov", f"Nesterov momentum applies to {', '.join(NESTEROV_OPTIMIZERS)}, not {optimizer!r}")
+        elif p.get("momentum") == 0:
+            fail("nesterov", "Nesterov momentum needs momentum > 0, e.g. 0.9")
+    if p.get("weight_decay") is not None and optimizer is not None and optimizer not in WEIGHT_DECAY_OPTIMIZERS:
+        fail(
+            "weight_decay",
+            f"{p['weight_decay']!r} is not used by {optimizer!r}; weight decay applies to "
+            f"{', '.join(WEIGHT_DECAY_OPTIMIZERS)} (empty for the others)",
         )
 
 

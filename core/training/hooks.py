@@ -41,6 +41,7 @@ from batchlab.core.events import (
     now_iso,
 )
 from batchlab.core.figures import tracing_excess as tracing_cost
+from batchlab.core.lr_rules import Plateau
 from batchlab.core.training.failures import Diverged
 
 Emit = Callable[[dict[str, Any]], None]
@@ -143,6 +144,37 @@ class StepLog(Hook):
         if self.rows["step"]:
             self.emit(make_event(STEPS, run=self.run, **self.rows))
             self.rows = {k: [] for k in STEP_COLUMN_NAMES}
+
+
+class LearningRateLog(Hook):
+    """Puts each step's learning rate in its row (`lr`) and applies reduce-on-plateau at epoch ends.
+
+    The rate comes from the run's plan (core/lr_rules.py), the same numbers the optimizer's schedule
+    computes, so no step waits for the device to read the optimizer. Without a plan (blank lr) the
+    rate is `constant`, read from the optimizer once before training (NaN: not known). Goes before
+    StepLog, which copies the rows. `set_scale` gives the optimizer a new plateau scale.
+    """
+
+    def __init__(self, plan: Any = None, constant: float = math.nan, set_scale: Callable[[float], None] | None = None):
+        self.plan = plan
+        self.constant = constant
+        self.set_scale = set_scale
+        self.scale = 1.0
+        self.plateau = None
+        if plan is not None and plan.schedule == "plateau":
+            self.plateau = Plateau(plan.decay_factor, plan.patience)
+
+    def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        logs["lr"] = self.plan.rate(step, self.scale) if self.plan is not None else self.constant
+
+    def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        if self.plateau is None:
+            return
+        scale = self.plateau.update(logs.get("val_loss", math.nan))
+        if scale != self.scale:
+            self.scale = scale
+            if self.set_scale is not None:
+                self.set_scale(scale)
 
 
 class NanCheck(Hook):

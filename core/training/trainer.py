@@ -19,10 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import keras
 import numpy as np
 import tensorflow as tf
 from batchlab.core.datasets import load_dataset, prepare_arrays
 from batchlab.core.events import log_event, now_iso
+from batchlab.core.lr_rules import plan_for
 from batchlab.core.spec import RunSpec
 from batchlab.core.training.evaluation import Evaluations
 from batchlab.core.training.failures import (
@@ -36,6 +38,7 @@ from batchlab.core.training.flops import flops_fields
 from batchlab.core.training.hooks import (
     EpochSummary,
     HookList,
+    LearningRateLog,
     NanCheck,
     RunEvents,
     RunSummary,
@@ -44,6 +47,7 @@ from batchlab.core.training.hooks import (
     TracingCounter,
 )
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
+from batchlab.core.training.schedules import RunSchedule, build_schedule
 from batchlab.core.training.workloads import accumulation_fields, build_model
 
 Emit = Callable[[dict[str, Any]], None]
@@ -169,6 +173,7 @@ class RunSetup:
     y_train: np.ndarray
     x_val: np.ndarray | None
     y_val: np.ndarray | None
+    schedule: RunSchedule | None = None  # the learning rate per step; None when the spec sets no rate
 
     @property
     def samples(self) -> int:
@@ -184,12 +189,28 @@ def prepare_run(run: RunSpec, emit: Emit) -> RunSetup:
     spec = run.sweep
     tf.keras.utils.set_random_seed(run.seed)
     data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
-    model, x_train, y_train, x_val, y_val, notes = build_model(run, data)
-    if spec.lr_from:  # the lr-find suggestion for this batch size replaces the spec's lr (RunSpec.lr)
-        model.optimizer.learning_rate = run.lr
+    steps_per_epoch = math.ceil(data.x_train.shape[0] / run.batch_size)
+    total_steps = spec.budget.steps(data.x_train.shape[0], run.batch_size)  # with a target: the most it may train
+    # run.lr: the spec's lr, or with lr_from the lr-find suggestion for this batch size
+    plan = plan_for(spec, run.batch_size, steps_per_epoch, total_steps, lr0=run.lr)
+    schedule = build_schedule(plan) if plan is not None else None
+    learning_rate = schedule.learning_rate if schedule is not None else None
+    model, x_train, y_train, x_val, y_val, notes = build_model(run, data, learning_rate)
     for note in notes:
         emit(log_event("info", note, run=run.index))
-    return RunSetup(run, model, x_train, y_train, x_val, y_val)
+    return RunSetup(run, model, x_train, y_train, x_val, y_val, schedule)
+
+
+def learning_rate_hook(setup: RunSetup) -> LearningRateLog:
+    """The hook that records each step's rate: from the plan, or the optimizer's one fixed rate."""
+    schedule = setup.schedule
+    if schedule is not None:
+        return LearningRateLog(schedule.plan, set_scale=schedule.set_scale)
+    optimizer = setup.model.optimizer
+    rate = getattr(optimizer, "_learning_rate", None)
+    if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+        return LearningRateLog()  # the model file's own schedule: not known without reading the device
+    return LearningRateLog(constant=float(optimizer.learning_rate))  # read once, before training
 
 
 class InstrumentedLoop:
@@ -422,6 +443,7 @@ def train_run(
         # Loading, building and copying the data are inside: their failures (a data file removed
         # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
         setup = prepare_run(run, emit)
+        hooks.hooks.insert(0, learning_rate_hook(setup))  # before StepLog, which copies the rows
         engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit))
         budget = run.sweep.budget
         planned_steps = budget.steps(setup.samples, run.batch_size)
@@ -446,6 +468,7 @@ def train_run(
                 **engine.run_fields(),
                 **flops_fields(setup.model),
                 **accumulation_fields(run),
+                **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
             }
         )
         engine.train(budget.epochs(setup.samples, run.batch_size), max_steps=planned_steps)

@@ -7,8 +7,16 @@ from typing import Any
 
 import keras
 import numpy as np
-from batchlab.core.spec import MOMENTUM_OPTIMIZERS, OPTIMIZER_CLASSES, RunSpec, SpecError
+from batchlab.core.spec import (
+    MOMENTUM_OPTIMIZERS,
+    NESTEROV_OPTIMIZERS,
+    OPTIMIZER_CLASSES,
+    WEIGHT_DECAY_OPTIMIZERS,
+    RunSpec,
+    SpecError,
+)
 from batchlab.core.targets import ACCURACY_METRICS
+from batchlab.core.training.optimizers import LARS
 from keras import layers, ops
 
 AUTOENCODER_HIDDEN = 128
@@ -24,10 +32,21 @@ def summed_binary_crossentropy(y_true, y_pred):
     return per_feature_mean * features
 
 
-def make_optimizer(name: str, lr: float | None, momentum: float, accumulate: int = 1) -> keras.optimizers.Optimizer:
-    """The named Keras optimizer; with accumulate = k > 1 it sums k micro-batches' gradients and applies their
-    mean once every k steps (Keras's gradient_accumulation_steps): the update of one batch k times as large."""
-    cls = getattr(keras.optimizers, OPTIMIZER_CLASSES[name])  # the one optimizer table is core.spec's
+def make_optimizer(
+    name: str,
+    lr: Any,
+    momentum: float,
+    accumulate: int = 1,
+    *,
+    nesterov: bool = False,
+    weight_decay: float | None = None,
+) -> keras.optimizers.Optimizer:
+    """The named optimizer (Keras's, or BatchLab's LARS); `lr` is a float, a Keras schedule
+    (core/training/schedules.py) or None (the optimizer's own default). With accumulate = k > 1 it sums
+    k micro-batches' gradients and applies their mean once every k steps (Keras's
+    gradient_accumulation_steps): the update of one batch k times as large."""
+    class_name = OPTIMIZER_CLASSES[name]  # the one optimizer table is core.spec's
+    cls = LARS if name == "lars" else getattr(keras.optimizers, class_name)
     kwargs: dict[str, Any] = {}
     if accumulate > 1:
         kwargs["gradient_accumulation_steps"] = accumulate
@@ -35,7 +54,25 @@ def make_optimizer(name: str, lr: float | None, momentum: float, accumulate: int
         kwargs["learning_rate"] = lr
     if name in MOMENTUM_OPTIMIZERS:
         kwargs["momentum"] = momentum
+    if name in NESTEROV_OPTIMIZERS:
+        kwargs["nesterov"] = nesterov
+    if name in WEIGHT_DECAY_OPTIMIZERS and weight_decay is not None:
+        kwargs["weight_decay"] = weight_decay
     return cls(**kwargs)
+
+
+def spec_optimizer(spec, learning_rate: Any = None) -> keras.optimizers.Optimizer:
+    """The spec's optimizer with all its settings; `learning_rate` (a float or a Keras schedule) replaces
+    spec.lr when given."""
+    rate = learning_rate if learning_rate is not None else spec.lr
+    return make_optimizer(
+        spec.optimizer,
+        rate,
+        spec.momentum,
+        spec.accumulate,
+        nesterov=spec.nesterov,
+        weight_decay=spec.weight_decay,
+    )
 
 
 def _autoencoder(features: int) -> keras.Model:
@@ -72,15 +109,17 @@ def _mlp(features: int, classes: int) -> keras.Model:
     return keras.Model(inputs, outputs, name="mnist_mlp")
 
 
-def build_model(run: RunSpec, data) -> tuple[keras.Model, Any, Any, Any, Any, list[str]]:
+def build_model(run: RunSpec, data, learning_rate: Any = None) -> tuple[keras.Model, Any, Any, Any, Any, list[str]]:
     """Build and compile the run's model; return (model, x_train, y_train, x_val, y_val, notes).
+
+    `learning_rate` (a float or a Keras schedule, core/training/schedules.py) replaces spec.lr when given.
 
     `data` is core.datasets.PreparedData. Arrays may be reshaped or one-hot encoded to fit a
     user's model; every such change is described in `notes` so the user sees it in the log.
     """
     spec = run.sweep
     if spec.workload == "keras-file":
-        model, x_train, y_train, x_val, y_val, notes = _user_model(run, data)
+        model, x_train, y_train, x_val, y_val, notes = _user_model(run, data, learning_rate)
         return model, x_train, y_train, x_val, y_val, engine_notes(spec) + notes
     classes = data.num_classes or 0
     if spec.workload == "autoencoder":
@@ -93,9 +132,7 @@ def build_model(run: RunSpec, data) -> tuple[keras.Model, Any, Any, Any, Any, li
     else:
         model = _mlp(int(np.prod(data.input_shape)), classes)
         loss, metrics = keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
-    model.compile(
-        optimizer=make_optimizer(spec.optimizer, spec.lr, spec.momentum, spec.accumulate), loss=loss, metrics=metrics
-    )
+    model.compile(optimizer=spec_optimizer(spec, learning_rate), loss=loss, metrics=metrics)
     return model, data.x_train, data.y_train, data.x_val, data.y_val, engine_notes(spec)
 
 
@@ -138,7 +175,7 @@ def _fit_inputs(x, expected: tuple, notes: list[str], which: str):
     )
 
 
-def _user_model(run: RunSpec, data):
+def _user_model(run: RunSpec, data, learning_rate: Any = None):
     spec = run.sweep
     model = _load_user_model(spec.model_file)
     notes: list[str] = []
@@ -169,11 +206,11 @@ def _user_model(run: RunSpec, data):
         if model.optimizer is None:
             raise SpecError("optimizer", "the model file has no optimizer; name one (e.g. adam) instead of 'model'")
         config = model.optimizer.get_config()
-        if spec.lr is not None:
+        if spec.lr is not None:  # the spec allows no rule or schedule with the model's optimizer: a plain rate
             config["learning_rate"] = spec.lr
         optimizer = model.optimizer.__class__.from_config(config)
     else:
-        optimizer = make_optimizer(spec.optimizer, spec.lr, spec.momentum, spec.accumulate)
+        optimizer = spec_optimizer(spec, learning_rate)
     settings, setting_notes = compile_settings(model, spec.loop)
     notes += setting_notes
     notes += _metrics_note(model, metrics)

@@ -33,6 +33,7 @@ from batchlab.core.events import (
     log_event,
     make_event,
 )
+from batchlab.core.lr_rules import LrPlan
 from batchlab.core.model import SweepData
 from batchlab.core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
 from batchlab.core.runfile.format import column_values
@@ -570,6 +571,8 @@ def documented_sweep() -> list[dict]:
             event.update(planned_steps=128, budget="2 epochs", target="val_accuracy=0.9", eval_every=32)
             event.update(rss_before_training_bytes=600 << 20)
             event.update(lr=0.001)
+            plan = LrPlan(0.01, 0.04, 12, "step", 120, 0.1, 24, 2, "linear", 16)
+            event.update(plan.attrs())  # a spec with a learning rate records its rate plan
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
     evaluation = {name: 1 for name in EVAL_COLUMN_NAMES}
