@@ -330,3 +330,29 @@ def test_a_run_records_the_rate_of_every_step_as_the_rule_and_schedule_give_it(t
         ]
         assert lr == pytest.approx(expected)
     assert runs[1].steps["lr"][:4] == pytest.approx([0.01, 0.0125, 0.015, 0.0175])  # the warmup of batch 64
+
+
+@pytest.mark.parametrize("loop", ["loop", "fit"])
+def test_reduce_on_plateau_lowers_the_rate_after_a_stalled_validation_loss(tmp_path, loop):
+    # At a rate of 1e-9 the validation loss moves far less than 1e-4 an epoch: with patience 1 the
+    # second epoch's loss is a plateau, so the third epoch trains at a tenth of the rate.
+    spec = build_spec(
+        {
+            "preset": "mnist-mlp",
+            "samples": 128,
+            "val_samples": 64,
+            "epochs": 3,
+            "batch_sizes": "64",
+            "optimizer": "sgd",
+            "lr": 1e-9,
+            "lr_schedule": "plateau",
+            "lr_patience": 1,
+            "lr_decay_factor": 0.1,
+            "device": "cpu",
+            "loop": loop,
+        }
+    )
+    out = tmp_path / "plateau.h5"
+    assert run_sweep(spec, out) == "complete"
+    (run,) = read_run_file(out).runs
+    assert run.steps["lr"] == pytest.approx([1e-9, 1e-9, 1e-9, 1e-9, 1e-10, 1e-10])
