@@ -200,10 +200,10 @@ def test_every_named_optimizer_is_built_with_its_settings_and_trains():
     code = f"""
         import keras, numpy as np
         from batchlab.core.spec import build_spec
-        from batchlab.core.training.workloads import make_optimizer
+        from batchlab.core.training.workloads import spec_optimizer
         result = {{}}
         for name, values in {specs!r}.items():
-            opt = make_optimizer(build_spec(values))
+            opt = spec_optimizer(build_spec(values))
             model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
             model.compile(optimizer=opt, loss="mse")
             before = model.get_weights()[0].copy()
@@ -258,6 +258,7 @@ def test_every_named_optimizer_is_built_with_its_settings_and_trains():
         ({"optimizer": "sgd", "nesterov": "yes"}, "nesterov", "needs momentum > 0"),
         ({"weight_decay": 0.01}, "weight_decay", "not used by 'adam'"),
         ({"optimizer": "lars", "weight_decay": -1}, "weight_decay", "negative"),
+        ({"lr_rule": "sqrt", "accumulate": 4}, "lr_rule", "with accumulate 4 is not supported yet"),
     ],
 )
 def test_bad_learning_rate_settings_name_the_field_and_what_is_allowed(values, field, words):
