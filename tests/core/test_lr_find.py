@@ -129,3 +129,25 @@ def test_the_format_document_names_what_an_lr_find_file_holds(lr_find_file):
     for column in LR_RANGE_COLUMNS:
         row = f"| `{column.name}` | {column.dtype} | {column.units or '—'} | {column.long_name} |"
         assert row in text, f"docs/runfile-format.md lacks the row {row}"
+
+
+def test_a_stopped_range_test_keeps_its_points_and_skips_the_rest(tmp_path):
+    from batchlab.core.lr_range import parse_range_settings
+    from batchlab.core.spec import build_spec
+    from batchlab.core.sweep.lr_find import LrFindRunner, run_lr_find
+
+    spec = build_spec({"preset": "mnist-mlp", "samples": 256, "batch_sizes": "16,64", "device": "cpu"})
+    settings = parse_range_settings("1e-6", "1e-3", "5000")  # long and gentle: it would run for minutes
+    runner = LrFindRunner(spec, settings)
+
+    def sink(event):
+        if event["type"] == "lr_range":
+            runner.stop()  # as Ctrl-C would, after the first points arrived
+
+    out = tmp_path / "stopped.h5"
+    assert run_lr_find(spec, settings, out, sink=sink, runner=runner) == "interrupted"
+    first, second = read_run_file(out).runs
+    assert (first.status, second.status) == ("interrupted", "skipped")
+    assert first.attrs["stop_reason"] == "stopped by the user"
+    assert 0 < len(first.lr_range["lr"]) < 5000
+    assert first.attrs["suggested_lr_min10"] > 0  # suggestions from the points it has
