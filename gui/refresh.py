@@ -28,10 +28,10 @@ class RefreshPolicy:
       the child's setting, shown here so the chain reads in one place);
     - the sweep worker hands events to the GUI thread in lists at most every `event_batch_s`;
     - every `frame_s` a frame starts: the live plots note how many rows each run has now (a
-      snapshot), and the status bar, the summary and the runs table show that moment. On the
-      ticks that follow (every `tick_s`) the visible tab's live plots are brought to the
-      snapshot one per tick, so no tick does more than one plot's work and its repaint, and every
-      plot and the status bar show the same run and epoch;
+      snapshot), and the summary and the runs table are refreshed. On the ticks that follow
+      (every `tick_s`) the visible tab's live plots are brought to the snapshot one per tick, so
+      no tick does more than one plot's work and its repaint; once all are, the status bar shows
+      the same snapshot, so it never says an epoch the plots do not show yet;
     - a running run's numbers in the runs table change at most every `table_interval_s` (a
       status change shows at once).
 
@@ -130,6 +130,7 @@ class Refresher(QObject):
         self.timer.setInterval(policy.tick_ms)
         self._frame_at = -math.inf  # when the last frame started
         self._due: list[str] = []  # plots not yet brought to this frame's snapshot
+        self._status_due = False  # the status bar shows the snapshot once the plots do
         self._table_shown = -math.inf  # when the runs table last showed changed rows
         self._plots: LiveView | None = None
         self._summary: SummaryViewLike | None = None
@@ -182,7 +183,7 @@ class Refresher(QObject):
             self._frame_at = now
             self._plots.take_snapshot()
             self._due = list(self._plots.plot_ids)
-            self._show_status()
+            self._status_due = True
             self._summary.refresh(force=False)
             if self._table.refresh(values_due=now - self._table_shown >= self.policy.table_interval_s):
                 self._table_shown = now
@@ -190,6 +191,9 @@ class Refresher(QObject):
         while self._due:  # one plot that changes per tick; one with nothing new costs nothing
             if self.pacer.draw([self._due.pop(0)], self._plots.update_plot):
                 return
+        if self._status_due:  # every plot shows the snapshot now: the status bar says the same
+            self._status_due = False
+            self._show_status()
 
     def _full(self) -> None:
         plots = self._plots
