@@ -699,6 +699,13 @@ def _check_lr_from(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
             "lr_from", "needs an optimizer BatchLab builds; with optimizer 'model' the model file's own rate is used"
         )
         return
+    if p.get("lr_rule", "constant") != "constant" and "lr_rule" not in errors:
+        errors["lr_rule"] = SpecError(
+            "lr_rule",
+            f"{p['lr_rule']!r} would scale rates already found per batch size by lr_from; "
+            "use lr_rule constant with lr_from (warmup and schedules still apply)",
+        )
+        return
     try:
         rates = lr_find_rates(p["lr_from"])
     except SpecError as e:

@@ -83,6 +83,8 @@ def test_a_sweep_with_lr_from_trains_each_batch_size_at_its_suggested_rate(lr_fi
     for run in record.runs:
         assert run.status == "ok"
         assert run.attrs["lr"] == rates[run.batch_size]
+        # every step trained at it (the lr step column; float32 in the optimizer, so to float32 precision)
+        np.testing.assert_allclose(run.steps["lr"], rates[run.batch_size], rtol=1e-6)
     assert rates[16] != rates[64]
 
 
@@ -151,3 +153,9 @@ def test_a_stopped_range_test_keeps_its_points_and_skips_the_rest(tmp_path):
     assert first.attrs["stop_reason"] == "stopped by the user"
     assert 0 < len(first.lr_range["lr"]) < 5000
     assert first.attrs["suggested_lr_min10"] > 0  # suggestions from the points it has
+
+
+def test_lr_from_with_a_scaling_rule_is_one_line(lr_find_file):
+    path, _ = lr_find_file
+    result = batchlab("sweep", *TINY_FIND, "--lr-from", path, "--lr-rule", "linear")
+    assert_one_line_error(result, "lr_rule", "lr_from", "constant")
