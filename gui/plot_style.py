@@ -300,13 +300,31 @@ def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
 
     It is `item.legend`, so curves added with a name appear in it; `sync_legend` hides it while empty.
     """
-    legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, colCount=LEGEND_COLUMNS)
+    legend = BelowLegend(item, labelTextSize="8pt", verSpacing=-6, colCount=LEGEND_COLUMNS)
     legend.setParentItem(item)
     item.layout.addItem(legend, LEGEND_ROW, 0, 1, 3)  # the plot's whole width, under the left axis too
     item.legend = legend
     item.getViewBox().sigResized.connect(lambda _view: sync_legend(item, relayout=False))
     sync_legend(item)
     return legend
+
+
+class BelowLegend(pg.LegendItem):
+    """A legend that re-fits itself under its plot whenever an entry comes or goes (whoever adds it)."""
+
+    def __init__(self, plot_item: pg.PlotItem, **kwargs):
+        super().__init__(**kwargs)
+        self._plot_item = plot_item
+
+    def addItem(self, item, name) -> None:  # noqa: N802 (pyqtgraph override)
+        super().addItem(item, name)
+        if self._plot_item.legend is self:
+            sync_legend(self._plot_item)
+
+    def removeItem(self, item) -> None:  # noqa: N802 (pyqtgraph override)
+        super().removeItem(item)
+        if self._plot_item.legend is self:
+            sync_legend(self._plot_item)
 
 
 def sync_legend(item: pg.PlotItem, relayout: bool = True) -> None:
