@@ -150,3 +150,22 @@ class Plateau:
                 self.scale *= self.factor
                 self.wait = 0
         return self.scale
+
+
+def sweep_preview(spec: Any, samples: int | None = None) -> dict[int, list[float]]:
+    """The rate of every step of each batch size's run, at plateau scale 1 (what a plateau run starts
+    from), for a preview before Run; `samples` defaults to the spec's. Empty lists where the run
+    sets no rate (the optimizer's own default)."""
+    n = int(samples if samples is not None else spec.samples)
+    rates = {}
+    if getattr(spec, "lr_from", None):
+        from batchlab.core.spec import lr_find_rates  # reads the lr-find file; spec imports this module
+
+        rates = lr_find_rates(spec.lr_from)
+    out = {}
+    for b in spec.batch_sizes:
+        steps_per_epoch = math.ceil(n / b)
+        total = spec.budget.steps(n, b)
+        plan = plan_for(spec, b, steps_per_epoch, total, lr0=rates.get(b))
+        out[b] = plan.rates(total) if plan is not None else []
+    return out

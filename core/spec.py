@@ -703,7 +703,7 @@ def _check_lr_from(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
         errors["lr_rule"] = SpecError(
             "lr_rule",
             f"{p['lr_rule']!r} would scale rates already found per batch size by lr_from; "
-            "use lr_rule constant with lr_from (warmup and schedules still apply)",
+            "use lr_rule constant with lr_from (schedules still apply)",
         )
         return
     try:
@@ -753,12 +753,6 @@ def _check_learning_rate(p: dict[str, Any], errors: dict[str, SpecError]) -> Non
             f"{p['lr_rule']!r} with accumulate {p['accumulate']} is not supported yet (the update's batch is "
             "batch size x accumulate); use lr_rule constant, or accumulate 1",
         )
-    if p.get("lr_from") and p.get("lr_rule", "constant") != "constant":
-        fail(
-            "lr_rule",
-            f"{p['lr_rule']!r} cannot scale the rates of lr_from, which are each batch size's own already; "
-            "use lr_rule constant with lr_from (warmup and schedules apply to each suggested rate)",
-        )
     if p.get("lr_schedule") == "plateau" and p.get("val_samples") == 0:
         fail("lr_schedule", "'plateau' lowers the rate when the validation loss stalls; it needs val_samples > 0")
     if p.get("warmup") and p.get("warmup_unit") == "steps" and not float(p["warmup"]).is_integer():
@@ -775,6 +769,13 @@ def _check_learning_rate(p: dict[str, Any], errors: dict[str, SpecError]) -> Non
                     "use a shorter warmup or a longer budget",
                 )
                 break
+    if p.get("warmup") and p.get("lr_rule") == "constant":
+        fail(
+            "warmup",
+            f"{p['warmup']:g} {p.get('warmup_unit', 'epochs')} has nothing to ramp: warmup rises from lr to the "
+            "rule's rate for the batch size, and with lr_rule constant they are equal; use lr_rule linear or sqrt, "
+            "or warmup 0",
+        )
     optimizer = p.get("optimizer")
     if p.get("nesterov") and optimizer is not None:
         if optimizer not in NESTEROV_OPTIMIZERS:

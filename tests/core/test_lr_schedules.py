@@ -245,6 +245,7 @@ def test_every_named_optimizer_is_built_with_its_settings_and_trains():
             "batch size 512 (10 steps",
         ),
         ({"warmup": 2.5, "warmup_unit": "steps"}, "warmup", "not a whole number of steps"),
+        ({"warmup": 1}, "warmup", "nothing to ramp"),
         ({"warmup": -1}, "warmup", "negative"),
         ({"lr_base_batch": 0}, "lr_base_batch", "0 is too small"),
         ({"lr_base_batch": -8}, "lr_base_batch", "too small"),
@@ -357,3 +358,18 @@ def test_reduce_on_plateau_lowers_the_rate_after_a_stalled_validation_loss(tmp_p
     assert run_sweep(spec, out) == "complete"
     (run,) = read_run_file(out).runs
     assert run.steps["lr"] == pytest.approx([1e-9, 1e-9, 1e-9, 1e-9, 1e-10, 1e-10])
+
+
+def test_a_preview_gives_every_steps_rate_for_each_batch_size_before_any_run():
+    from batchlab.core.lr_rules import sweep_preview
+
+    spec = build_spec(
+        {"preset": "mnist-mlp", "samples": 256, "epochs": 2, "batch_sizes": "32,128", "lr": 0.01, "lr_rule": "lsr"}
+        | {"warmup": 1, "lr_schedule": "cosine"}
+    )
+    preview = sweep_preview(spec)
+    assert [len(preview[32]), len(preview[128])] == [16, 4]
+    # batch 128: peak 0.04, warmup over its 2 steps of an epoch, then cosine over the last 2 steps
+    assert preview[128] == pytest.approx([0.01, 0.025, 0.04, 0.02])
+    assert preview[32][:8] == pytest.approx([0.01] * 8)  # B0 = 32: nothing to warm up to
+    assert sweep_preview(build_spec({"preset": "mnist-mlp", "lr": ""}))[16] == []
