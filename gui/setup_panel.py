@@ -8,6 +8,7 @@ from typing import Any
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
 from batchlab.core.spec import (
+    FIELD_PARSERS,
     KERAS_DATASETS,
     MODEL_OPTIMIZER,
     MOMENTUM_OPTIMIZERS,
@@ -18,7 +19,7 @@ from batchlab.core.spec import (
     preset_values,
     spec_errors,
 )
-from batchlab.core.spec_diff import show_value, spec_differences
+from batchlab.core.spec_diff import show_value
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -36,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 CHOOSE_FILE = "__choose__"
+NOT_PRESET_SETTINGS = ("preset", "device", "loop", "sync", "model_file")  # not what a preset describes
 DATA_SOURCES = [("bundled", "bundled MNIST subset")] + [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
 POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
 # (spec value, text) for the engine and sync combos; the values are core.spec's LOOPS and SYNC_MODES
@@ -363,21 +365,26 @@ class SetupPanel(QScrollArea):
         self.preset_description.setText(text)
 
     def changes_from_preset(self) -> list[str]:
-        """ "epochs 3 (preset: 10)" for every setting that differs from the chosen preset's; [] if invalid."""
+        """ "epochs 3 (preset: 10)" for every setting typed differently from the chosen preset's.
+
+        Field by field with the spec's parsers, so a field with an error elsewhere does not hide
+        the others' changes; a field that does not parse is left out (its error says enough).
+        """
         name = self.preset.currentData()
         if name not in PRESETS:
             return []
-        try:
-            current = build_spec(self.values()).to_dict()
-        except SpecError:
-            return []
-        preset = build_spec({"preset": name}).to_dict() if name != "keras-file" else preset_values({"preset": name})
-        differences = spec_differences({"now": current, "preset": preset})
-        return [
-            f"{key.replace('_', ' ')} {show_value(seen['now'])} (preset: {show_value(seen['preset'])})"
-            for key, seen in differences.items()
-            if key not in ("preset", "device", "loop", "sync", "model_file")
-        ]
+        defaults = preset_values({"preset": name})
+        out = []
+        for field, value in self.values().items():
+            if field in NOT_PRESET_SETTINGS or field not in FIELD_PARSERS or value is None:
+                continue
+            try:
+                now, preset = FIELD_PARSERS[field](value), FIELD_PARSERS[field](defaults.get(field))
+            except SpecError:
+                continue
+            if show_value(now) != show_value(preset):
+                out.append(f"{field.replace('_', ' ')} {show_value(now)} (preset: {show_value(preset)})")
+        return out
 
     def new_output_name(self, force: bool = True) -> None:
         """A fresh time-stamped run file name in the output folder (kept if the user chose a name)."""

@@ -268,6 +268,10 @@ def test_preset_text_describes_the_current_fields(main_window):
     text = s.preset_description.text()
     assert text.startswith(preset.description)
     assert f"Changed from the preset: epochs 3 (preset: {epochs})." in text
+    s.momentum.setText("x")  # an error in another field (momentum is not even used by adam)
+    s.optimizer.setCurrentText("sgd")
+    assert f"epochs 3 (preset: {epochs}); optimizer sgd (preset: adam)." in s.preset_description.text()
+    s.optimizer.setCurrentText("adam")
     s.epochs.setText(str(epochs))
     assert s.preset_description.text() == preset.description
 
