@@ -309,3 +309,36 @@ def test_png_export_at_a_chosen_width_and_dpi_keeps_text_in_proportion(main_wind
     monkeypatch.setattr(window_files.PngOptions, "exec", lambda d: QDialog.DialogCode.Rejected)
     target.unlink()
     assert w.export_plot("loss_step") is None and not target.exists()  # cancelled: nothing written
+
+
+def test_window_opens_inside_a_1600x1000_screen_at_150_percent(tmp_path):
+    """A fresh process with QT_SCALE_FACTOR=1.5 on an offscreen 1600x1000 screen (1067x667 logical)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    screen = {"screens": [{"name": "s", "x": 0, "y": 0, "width": 1600, "height": 1000, "logicalDpi": 96, "dpr": 1}]}
+    config = tmp_path / "screen.json"
+    config.write_text(json.dumps(screen))
+    code = (
+        "import sys\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "from PySide6.QtCore import QSettings\n"
+        "app = QApplication([])\n"
+        "from batchlab.gui.main_window import MainWindow\n"
+        "w = MainWindow(QSettings(sys.argv[1], QSettings.Format.IniFormat)); w.show(); app.processEvents()\n"
+        "h = w.table.horizontalHeader()\n"
+        "cut = [c for c in range(h.count()) if not h.isSectionHidden(c) and h.sectionSize(c) < h.sectionSizeHint(c)]\n"
+        "screen = app.primaryScreen()\n"
+        "print(screen.devicePixelRatio(), screen.availableGeometry().contains(w.frameGeometry()), len(cut))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "QT_QPA_PLATFORM": f"offscreen:configfile={config}", "QT_SCALE_FACTOR": "1.5"}
+    env["PYTHONPATH"] = str(root)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "s.ini")], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-3:] == ["1.5", "True", "0"], out.stdout
