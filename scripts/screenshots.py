@@ -1,19 +1,31 @@
-"""Render each main view of a finished sweep to PNG, for the README and for reviewing the window.
+"""Render the window during and after a real sweep, in the light and the dark theme, for the README and docs.
 
-    .venv/bin/python scripts/screenshots.py                      # runs a small real sweep first (~1-2 min, CPU)
-    .venv/bin/python scripts/screenshots.py --run-file runs/x.h5 # or shows an existing run file
+    .venv/bin/python scripts/screenshots.py                       # real sweeps on the CPU (~2 min)
+    .venv/bin/python scripts/screenshots.py --run-file runs/x.h5  # only the "after" shots, of an existing file
+    DISPLAY=:92 .venv/bin/python scripts/screenshots.py           # under Xvfb with a window manager
 
-Writes main_window.png, summary.png, live_plots.png, runs_table.png and setup_panel.png into
-docs/screenshots/ (or --out). Uses the offscreen Qt platform unless a display is set, and
-private settings in a temporary folder.
+Runs a small sweep from the window itself (TensorFlow in the child process, as a user would) and
+grabs it mid-sweep, then after it ends; then runs a 1-epoch variant (another learning rate) and shows it as a comparison
+(the banner listing the differing settings). Writes into docs/screenshots/ (or --out):
+
+    mid_sweep-light.png  mid_sweep-dark.png      the Live tab while the sweep runs
+    main_window-light.png  main_window-dark.png  the Live tab after the sweep
+    summary-light.png  summary-dark.png          the Summary tab
+    compare-light.png  compare-dark.png          compared with a 1-epoch sweep: the banner
+    main_window.png, live_plots.png, runs_table.png, setup_panel.png, summary.png   (light; the README's)
+
+Uses the offscreen Qt platform unless a display is set, and private settings in a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,24 +37,17 @@ SWEEP = {  # a small sweep that still shows the batch-size trade-offs
     "batch_sizes": "16, 32, 64, 128, 256",
     "device": "cpu",
 }
-
-
-def run_small_sweep(folder: Path) -> Path:
-    from batchlab.core.spec import build_spec
-    from batchlab.core.sweep.runner import run_sweep
-
-    out = folder / "screenshot-sweep.h5"
-    print(f"running a small sweep into {out} ...", file=sys.stderr)
-    status = run_sweep(build_spec(SWEEP), out)
-    print(f"sweep {status}", file=sys.stderr)
-    return out
+COMPARE = {**SWEEP, "epochs": 1, "batch_sizes": "32, 128", "lr": 0.002}  # 1 epoch, another learning rate
+THEMES = ("light", "dark")
+SWEEP_TIMEOUT_S = 600
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run-file", help="an existing run file to show (default: run a small sweep)")
+    parser.add_argument("--run-file", help="an existing run file to show (no sweep is run; no mid-sweep shots)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the PNG files")
     parser.add_argument("--size", default="1440x900", help="window size in pixels, WIDTHxHEIGHT")
+    parser.add_argument("--no-compare", action="store_true", help="skip the comparison sweep and its shots")
     args = parser.parse_args(argv)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -50,50 +55,114 @@ def main(argv: list[str] | None = None) -> int:
     width, height = (int(v) for v in args.size.lower().split("x"))
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="batchlab-shots-") as tmp:
-        run_file = Path(args.run_file) if args.run_file else run_small_sweep(Path(tmp))
-        from batchlab.gui.main_window import MainWindow
-        from PySide6.QtCore import QSettings, Qt
-        from PySide6.QtGui import QImage
-        from PySide6.QtTest import QTest
-        from PySide6.QtWidgets import QApplication
 
-        app = QApplication.instance() or QApplication(["batchlab-screenshots"])
+    from batchlab.gui.main_window import MainWindow
+    from PySide6.QtCore import QSettings, Qt
+    from PySide6.QtGui import QImage
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(["batchlab-screenshots"])
+
+    def settle(rounds: int = 6) -> None:
+        for _ in range(rounds):
+            app.processEvents()
+            QTest.qWait(60)
+
+    magick = shutil.which("magick") or shutil.which("convert")
+
+    def save(pixmap, name: str) -> None:
+        path = out_dir / name
+        image = pixmap.toImage()
+        image.save(str(path), "PNG", 9)
+        # 256 colours keep the PNGs small enough for the repository. ImageMagick picks the 256 from
+        # the image; Qt's own conversion uses a fixed colour cube that merges the dark theme's greys.
+        if magick is not None:
+            subprocess.run([magick, str(path), "+dither", "-colors", "256", f"PNG8:{path}"], check=True)
+        else:
+            image.convertToFormat(QImage.Format.Format_Indexed8, Qt.ImageConversionFlag.ThresholdDither).save(
+                str(path), "PNG", 9
+            )
+        print(f"{path} ({image.width()}x{image.height()}, {path.stat().st_size // 1024} KiB)")
+
+    def in_each_theme(window, name: str, tab: int = 0) -> None:
+        window.views.setCurrentIndex(tab)
+        for theme in THEMES:
+            window.apply_theme(theme)
+            window.refresh(full=True)
+            settle()
+            save(window.grab(), f"{name}-{theme}.png")
+        window.apply_theme("light")
+
+    def run_from_window(window, values: dict, out: Path, on_half_way=None) -> bool:
+        window.setup.set_values(values)
+        window.setup.out.setText(str(out))
+        if not window.start_sweep():
+            print(f"the sweep did not start: {window.setup.errors}", file=sys.stderr)
+            return False
+        deadline = time.monotonic() + SWEEP_TIMEOUT_S
+        half_way_done = on_half_way is None
+        while window.running and time.monotonic() < deadline:
+            QTest.qWait(100)
+            p = window.progress
+            # mid-sweep: a few runs done and the next one has drawn some epochs
+            running_epoch = p.current.get("epoch", 0) if p is not None and p.current else 0
+            if not half_way_done and p.done_runs >= 2 and running_epoch >= 1:
+                settle(3)
+                on_half_way()
+                half_way_done = True
+        if window.running:
+            print("the sweep did not end in time", file=sys.stderr)
+            window.stop_sweep()
+            while window.running:
+                QTest.qWait(100)
+            return False
+        settle()
+        return True
+
+    with tempfile.TemporaryDirectory(prefix="batchlab-shots-") as tmp:
         window = MainWindow(QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat))
         window.show()
         window.resize(width, height)
-        window.splitter.setSizes([380, width - 380])
         window.right_splitter.setSizes([int(height * 0.68), int(height * 0.22)])
-        if not window.open_file(str(run_file)):
-            print(f"cannot open {run_file}", file=sys.stderr)
-            return 1
-        window.use_file_settings()
+        settle()
+        if args.run_file:
+            run_file = Path(args.run_file)
+            if not window.open_file(str(run_file)):
+                print(f"cannot open {run_file}", file=sys.stderr)
+                return 1
+            window.use_file_settings()
+        else:
+            run_file = Path(tmp) / "batch-sweep.h5"
+            print(f"running a small sweep from the window into {run_file} ...", file=sys.stderr)
+            if not run_from_window(window, SWEEP, run_file, on_half_way=lambda: in_each_theme(window, "mid_sweep")):
+                return 1
+            window.open_file(str(run_file))
         window.setup.out.setText("runs/my-sweep.h5")
         window.table.select_keys(set())
         window.status_label.setText(f"Opened {run_file.name}: {window.data.status}, {len(window.data.runs)} runs")
-        shots = {}
-
-        def settle() -> None:
-            for _ in range(5):
-                app.processEvents()
-                QTest.qWait(60)
-
+        settle()
+        in_each_theme(window, "main_window", tab=0)
+        in_each_theme(window, "summary", tab=1)
         window.views.setCurrentIndex(0)
         settle()
-        shots["main_window.png"] = window.grab()
-        shots["live_plots.png"] = window.live.grab()
-        shots["runs_table.png"] = window.bottom.grab()
-        shots["setup_panel.png"] = window.setup.grab()
+        save(window.grab(), "main_window.png")
+        save(window.live.grab(), "live_plots.png")
+        save(window.bottom.grab(), "runs_table.png")
+        save(window.setup.grab(), "setup_panel.png")
         window.views.setCurrentIndex(1)
         settle()
-        shots["summary.png"] = window.grab()
-        for name, pixmap in shots.items():
-            path = out_dir / name
-            # 256 colours keep the PNGs small enough for the repository; plots use few colours anyway.
-            dither = Qt.ImageConversionFlag.ThresholdDither
-            image = pixmap.toImage().convertToFormat(QImage.Format.Format_Indexed8, dither)
-            image.save(str(path), "PNG", 9)
-            print(f"{path} ({image.width()}x{image.height()}, {path.stat().st_size // 1024} KiB)")
+        save(window.grab(), "summary.png")
+        if not args.no_compare:
+            other = Path(tmp) / "one-epoch.h5"
+            print(f"running a 1-epoch variant into {other} to compare ...", file=sys.stderr)
+            if run_from_window(window, COMPARE, other):
+                window.open_file(str(run_file))
+                window.open_compare(str(other))
+                window.status_label.setText(f"Comparing {run_file.name} with {other.name}")
+                window.setup.set_values(SWEEP)
+                window.setup.out.setText("runs/my-sweep.h5")
+                in_each_theme(window, "compare", tab=1)
         window.close()
     return 0
 
