@@ -272,6 +272,7 @@ def make_plot(
         axis_items = {"bottom": IntegerAxis(orientation="bottom")}
     widget = pg.PlotWidget(title=title, axisItems=axis_items)
     item = widget.getPlotItem()
+    let_title_shrink(item.titleLabel)
     item.setLabel("bottom", x_label, units=x_units)
     item.setLabel("left", y_label, units=y_units)
     item.addItem(TickGrid(item), ignoreBounds=True)
@@ -293,6 +294,7 @@ def make_plot(
 
 LEGEND_ROW = 4  # PlotItem's layout: title 0, top axis 1, view 2, bottom axis 3; the legend goes under it
 LEGEND_COLUMNS = 3  # entries a row at most
+LEGEND_MAX_SHARE = 0.4  # of the plot's height; a legend needing more is hidden
 
 
 def add_legend_below(item: pg.PlotItem) -> pg.LegendItem:
@@ -336,7 +338,6 @@ def sync_legend(item: pg.PlotItem, relayout: bool = True) -> None:
     if legend is None:
         return
     entries = len(legend.items)
-    legend.setVisible(entries > 0)
     # Never wider than the plot: entries that do not fit a row go to the next (a legend's minimum
     # width would otherwise widen the plot past its cell and push the grid off the window).
     legend.setMinimumWidth(0)
@@ -349,9 +350,19 @@ def sync_legend(item: pg.PlotItem, relayout: bool = True) -> None:
     if legend.columnCount != columns:
         legend.setColumnCount(columns)
         relayout = True
+    height = legend.layout.sizeHint(Qt.SizeHint.PreferredSize).height() if entries else 0.0
+    # A legend taller than a share of a small plot (7 batch sizes at 1024x700) would squeeze the
+    # data to a sliver: it goes (the runs table shows each batch size's colour) until there is room.
+    fits = item.height() <= 0 or height <= LEGEND_MAX_SHARE * item.height()
+    shown = entries > 0 and fits  # an empty legend explains nothing
+    if getattr(legend, "shown", None) != shown:
+        legend.shown = shown
+        legend.setVisible(shown)
+        relayout = True
     if not relayout:
         return
-    height = legend.layout.sizeHint(Qt.SizeHint.PreferredSize).height() if entries else 0.0
+    if not fits:
+        height = 0.0
     legend.setMaximumHeight(height)
     legend.setMinimumHeight(height)
     # LegendItem.addItem moves the legend to its parent's corner (updateSize's setGeometry); the
@@ -380,6 +391,19 @@ class ZeroAnchor(pg.GraphicsObject):
             if bounds is not None and all(b is not None and math.isfinite(b) for b in bounds):
                 return (0.0, 0.0)
         return None
+
+
+def let_title_shrink(label: pg.LabelItem) -> None:
+    """A title never makes its plot wider than the view: LabelItem's minimum width is its text's, which
+    widened the plot's layout past a narrow view and cut off the right of the data (1024 px window)."""
+    update_min = label.updateMin
+
+    def shrinkable() -> None:
+        update_min()
+        label.setMinimumWidth(0)
+
+    label.updateMin = shrinkable
+    shrinkable()
 
 
 def lay_out_grid(parent: QWidget, widgets: dict[str, pg.PlotWidget], columns: int) -> None:

@@ -8,7 +8,7 @@ import pytest
 from batchlab.core.presets import PRESETS
 from batchlab.gui import help as help_dialogs
 from batchlab.gui import theme as themes
-from batchlab.gui.plot_style import Log2Axis
+from batchlab.gui.plot_style import LEGEND_MAX_SHARE, Log2Axis
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QFontMetrics, QPalette
 from PySide6.QtWidgets import QApplication, QLabel
@@ -342,3 +342,27 @@ def test_window_opens_inside_a_1600x1000_screen_at_150_percent(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-3:] == ["1.5", "True", "0"], out.stdout
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 700), (1440, 900)])
+def test_plots_never_wider_than_their_view_and_legends_fit(main_window, tmp_path, width, height):
+    """A legend or title wider than a narrow plot widened its layout past the view: axes and data cut off."""
+    w = main_window
+    w.resize(width, height)
+    assert w.open_file(write_run_file(tmp_path / "l.h5", batch_sizes=(8, 16, 32, 64, 128, 256, 512)))
+    for tab in (0, 1):
+        w.views.setCurrentIndex(tab)
+        w.refresh(full=True)
+        QApplication.processEvents()
+        for name, plot in {**w.live.plots, **w.summary.plots}.items():
+            if not plot.isVisible():
+                continue
+            item = plot.getPlotItem()
+            assert item.width() <= plot.viewport().width() + 1, (name, item.width(), plot.viewport().width())
+            legend = item.legend
+            if legend is not None and legend.isVisible():
+                box = legend.sceneBoundingRect()
+                assert box.right() <= plot.viewport().width() + 1, name
+                assert box.height() <= LEGEND_MAX_SHARE * item.height() + 1, name  # the data keeps its room
+    if width >= 1440:  # room enough: the batch sizes are named beside the loss curves
+        assert w.live.plots["loss_step"].getPlotItem().legend.isVisible()
