@@ -109,7 +109,7 @@ def measure_fit(run) -> tuple[list[float], list[float]]:
     """Plain Keras: per-epoch wall times (s) and epoch losses of model.fit on a freshly built model."""
     import keras
     import tensorflow as tf
-    from batchlab.core.datasets import load_dataset, prepare_arrays
+    from batchlab.core.datasets import load_spec_data, prepare_arrays
     from batchlab.core.training.workloads import build_model
 
     class EpochClock(keras.callbacks.Callback):
@@ -129,8 +129,8 @@ def measure_fit(run) -> tuple[list[float], list[float]]:
 
     spec = run.sweep
     tf.keras.utils.set_random_seed(run.seed)  # as train_run does, so the initial weights are the same
-    data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
-    model, x, y, _, _, _ = build_model(run, data)
+    data = prepare_arrays(load_spec_data(spec), spec.workload, spec.samples, spec.val_samples, spec.scale)
+    model, x, y, *_ = build_model(run, data)
     clock = EpochClock()
     model.fit(x, y, batch_size=run.batch_size, epochs=spec.epochs, shuffle=False, verbose=0, callbacks=[clock])
     return clock.times, clock.losses

@@ -37,10 +37,10 @@ class _Parser(argparse.ArgumentParser):
 SWEEP_OPTIONS = (
     ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default {DEFAULT_PRESET})"),
     ("--workload", "workload", "autoencoder, cnn, mlp or keras-file (default: the preset's)"),
-    ("--model", "model_file", "a .keras model file (loaded in safe mode) for the keras-file workload; ~ allowed"),
-    ("--data", "data", "bundled (default), keras:mnist, keras:fashion_mnist, keras:cifar10, or a .npz/.h5 file"),
-    ("--samples", "samples", "training samples used, the first N of the data"),
-    ("--val-samples", "val_samples", "validation samples from the test split (0 = none; data without one: a warning)"),
+    ("--model", "model_file", "a .keras model file (loaded in safe mode); implies --preset keras-file; ~ allowed"),
+    ("--data", "data", "bundled (default), keras:mnist, keras:fashion_mnist, keras:cifar10, a .npz/.h5 or .csv file"),
+    ("--samples", "samples", "training samples used, the first N of the data (a data file: default all it holds)"),
+    ("--val-samples", "val_samples", "validation samples from the test split (0 = none; a data file: default all)"),
     ("--epochs", "epochs", "epochs per run (with --target: the most a run may train; also --max-epochs)"),
     ("--batch-sizes", "batch_sizes", "comma-separated, e.g. 8,16,32"),
     (
@@ -86,6 +86,9 @@ SWEEP_OPTIONS = (
     ("--lr-decay-every", "lr_decay_every", "step decay interval in epochs (default 2)"),
     ("--lr-patience", "lr_patience", "plateau: epochs without a better validation loss before a decay (default 2)"),
     ("--weight-decay", "weight_decay", "weight decay of adamw, lamb and lars (default: the optimizer's own)"),
+    ("--scale", "scale", "divide the inputs by this, e.g. 255 for uint8 pixels (default: none, inputs as stored)"),
+    ("--target-column", "target_column", "CSV data: the target column(s), comma-separated; the others are inputs"),
+    ("--val-fraction", "val_fraction", "CSV data: the last this fraction of rows validate (default 0.2)"),
 )
 # Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
 BUDGET_OPTIONS = (
@@ -485,6 +488,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     line = target_line(sweep.spec)
     if line:
         print(line)
+    tasks = sorted({str(r.attrs["task"]) for r in sweep.runs.values() if r.attrs.get("task")})
+    if tasks:
+        print(f"task: {', '.join(tasks)}")
     print(format_table(rows))
     _print_seed_table(rows)
     _print_explanation(sweep)

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+from batchlab.core.csv_table import read_csv_arrays
+from batchlab.core.loss_targets import TargetSummary, summarize_targets
 from batchlab.core.presets import WORKLOADS
-from batchlab.core.spec import BUNDLED_DATA, KERAS_PREFIX, NPZ_SUFFIXES, SpecError, parse_data
+from batchlab.core.spec import BUNDLED_DATA, CSV_SUFFIXES, KERAS_PREFIX, NPZ_SUFFIXES, SpecError, parse_data
 
 # The installed package keeps the repository's layout: batchlab/core/ beside batchlab/resources/
 # (package data in the wheel, the folder itself in a clone).
@@ -40,19 +42,22 @@ class DataError(SpecError):
 
 @dataclass
 class Dataset:
-    """Validated arrays as stored: x_* keep their dtype, labels are 1-D int64 (or None without labels)."""
+    """Validated arrays as stored: x_* and y_* keep their dtype and shape (y_* None without targets)."""
 
     name: str
     x_train: np.ndarray
     y_train: np.ndarray | None
     x_test: np.ndarray | None
     y_test: np.ndarray | None
+    origin: str = ""
 
     @property
     def num_classes(self) -> int | None:
-        """Largest label + 1 over train and test; None without labels."""
+        """Largest class index + 1 over train and test; None without targets or when they are not class indices."""
         labels = [y for y in (self.y_train, self.y_test) if y is not None and y.size]
-        return int(max(y.max() for y in labels)) + 1 if labels else None
+        if not labels or not all(_looks_like_indices(y) for y in labels):
+            return None
+        return int(max(y.max() for y in labels)) + 1
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -76,6 +81,8 @@ class PreparedData:
     num_classes: int | None
     has_labels: bool
     target_is_input: bool
+    targets: TargetSummary | None = None  # over all rows used, so a few-row probe sample still checks their range
+    scale: float | None = None
 
     def probe_sample(self) -> PreparedData:
         """A few rows per split, enough for the probe child to build and check the model: the first row
@@ -93,6 +100,13 @@ class PreparedData:
         x_train, y_train = rows(self.x_train, self.y_train)
         x_val, y_val = rows(self.x_val, self.y_val)
         return replace(self, x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val)
+
+
+def _looks_like_indices(y: np.ndarray) -> bool:
+    """Whole, non-negative numbers of shape (N,) or (N, 1)."""
+    if not (y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1)):
+        return False
+    return bool(y.min() >= 0 and (y.dtype.kind in "iu" or np.array_equal(y, np.round(y))))
 
 
 def validation_note(dataset: Dataset, val_samples: int) -> str | None:
@@ -121,8 +135,16 @@ def _checked_source(source: str) -> str:
         raise DataError(e.message) from None
 
 
-def load_dataset(source: str) -> Dataset:
-    """Load and check "bundled", "keras:NAME" or a path to a .npz / .h5 / .hdf5 file (~ expanded)."""
+def load_spec_data(spec) -> Dataset:
+    """The data a SweepSpec names, loaded and checked (CSV split by its target and val_fraction)."""
+    return load_dataset(spec.data, target_column=spec.target_column, val_fraction=spec.val_fraction)
+
+
+def load_dataset(source: str, target_column: str | None = None, val_fraction: float = 0.0) -> Dataset:
+    """Load and check "bundled", "keras:NAME" or a path to a .npz / .h5 / .hdf5 / .csv file (~ expanded).
+
+    A CSV file needs `target_column` (its target column, or several comma-separated); its last
+    `val_fraction` of rows become the validation split (see csv_table.py)."""
     text = _checked_source(source)
     if text == BUNDLED_DATA:
         if not bundled_path().is_file():
@@ -134,7 +156,10 @@ def load_dataset(source: str) -> Dataset:
     if text.startswith(KERAS_PREFIX):
         return load_keras_dataset(text[len(KERAS_PREFIX) :])
     path = Path(text)
-    arrays = _read_npz(path) if path.suffix.lower() in NPZ_SUFFIXES else _read_hdf5(path)
+    if path.suffix.lower() in CSV_SUFFIXES:
+        arrays = read_csv_arrays(path, target_column or "", val_fraction)
+    else:
+        arrays = _read_npz(path) if path.suffix.lower() in NPZ_SUFFIXES else _read_hdf5(path)
     return _validated(path.stem, f"file '{path}'", arrays)
 
 
@@ -217,20 +242,32 @@ def _check_inputs(origin: str, key: str, x: np.ndarray) -> None:
         raise DataError(f"{origin}: {key} contains {bad} NaN or inf values; all inputs must be finite numbers")
 
 
-def _checked_labels(origin: str, key: str, y: np.ndarray, samples: int, x_key: str) -> np.ndarray:
-    """Labels as 1-D int64 class indices; (N, 1) is flattened."""
+def _checked_targets(origin: str, key: str, y: np.ndarray, samples: int, x_key: str) -> np.ndarray:
+    """Targets as stored: numeric, finite, one row per sample, any trailing shape (class indices,
+    one-hot or soft labels, 0/1 vectors, regression values). What the model needs is checked later,
+    against its loss (core.loss_targets)."""
     _check_numeric(origin, key, y.dtype)
+    if y.ndim == 0:
+        raise DataError(f"{origin}: {key} is a single number; give one target (row) per sample")
+    if len(y) != samples:
+        raise DataError(
+            f"{origin}: {key} has {len(y)} labels but {x_key} has {samples} samples; give one label per sample"
+        )
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        bad = int(np.count_nonzero(~np.isfinite(y)))
+        raise DataError(f"{origin}: {key} contains {bad} NaN or inf values; all targets must be finite numbers")
+    return y
+
+
+def class_indices(origin: str, key: str, y: np.ndarray) -> np.ndarray:
+    """Targets as 1-D int64 class indices ((N, 1) is flattened), or DataError saying why they are not."""
     if y.ndim == 2 and y.shape[1] == 1:
         y = y.reshape(-1)
     if y.ndim != 1:
         raise DataError(
             f"{origin}: {key} has shape {y.shape}; labels must be class indices of shape (N,) or (N, 1), not one-hot"
         )
-    if len(y) != samples:
-        raise DataError(
-            f"{origin}: {key} has {len(y)} labels but {x_key} has {samples} samples; give one label per sample"
-        )
-    if y.dtype.kind == "f" and not (np.isfinite(y).all() and np.array_equal(y, np.round(y))):
+    if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
         raise DataError(
             f"{origin}: {key} has labels that are not whole numbers; labels must be class indices 0, 1, 2, ..."
         )
@@ -247,7 +284,7 @@ def _validated(name: str, origin: str, arrays: dict[str, np.ndarray]) -> Dataset
     y_train, y_test = arrays.get("y_train"), arrays.get("y_test")
     _check_inputs(origin, "x_train", x_train)
     if y_train is not None:
-        y_train = _checked_labels(origin, "y_train", y_train, len(x_train), "x_train")
+        y_train = _checked_targets(origin, "y_train", y_train, len(x_train), "x_train")
     if x_test is None and y_test is not None:
         raise DataError(f"{origin} has y_test but no x_test; store both or neither")
     if x_test is not None:
@@ -261,17 +298,27 @@ def _validated(name: str, origin: str, arrays: dict[str, np.ndarray]) -> Dataset
             have, lack = ("y_train", "y_test") if y_test is None else ("y_test", "y_train")
             raise DataError(f"{origin} has {have} but no {lack}; give labels for both splits or for neither")
         if y_test is not None:
-            y_test = _checked_labels(origin, "y_test", y_test, len(x_test), "x_test")
-    return Dataset(name=name, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
+            y_test = _checked_targets(origin, "y_test", y_test, len(x_test), "x_test")
+            if y_test.shape[1:] != y_train.shape[1:]:
+                raise DataError(
+                    f"{origin}: y_test rows have shape {y_test.shape[1:]} but y_train rows have "
+                    f"{y_train.shape[1:]}; both splits must have the same target shape"
+                )
+    return Dataset(name=name, origin=origin, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
 
 
 # ---------------------------------------------------------------- preparation
 
 
-def prepare_arrays(dataset: Dataset, workload: str, samples: int, val_samples: int) -> PreparedData:
+def prepare_arrays(
+    dataset: Dataset, workload: str, samples: int, val_samples: int, scale: float | None = None
+) -> PreparedData:
     """The first `samples` training and first `val_samples` test samples (never shuffled), shaped for `workload`.
 
-    Integer pixels are scaled to float32 in [0, 1] (divided by 255); float data is kept as float32.
+    With `scale`, inputs become float32 divided by it. Without, the MNIST workloads scale integer
+    pixels by 1/255 (their published setup) and a user's model (keras-file) gets its inputs as stored.
+    Targets: class indices (int32) for the MNIST classifiers; as stored for a user's model, whose
+    loss decides what they must be (core.loss_targets.fit_targets, in the training child).
     """
     if workload not in WORKLOADS:
         raise SpecError("workload", f"{workload!r} is not known; choose one of {', '.join(WORKLOADS)}")
@@ -287,8 +334,16 @@ def prepare_arrays(dataset: Dataset, workload: str, samples: int, val_samples: i
             f"the {workload} workload needs labels but dataset '{dataset.name}' has no y_train; "
             "add y_train or use the autoencoder workload"
         )
-    x_train = _shaped(dataset, workload, dataset.x_train[:samples])
-    y_train = None if dataset.y_train is None else dataset.y_train[:samples].astype(np.int32)
+
+    def targets(y: np.ndarray | None, key: str, n: int) -> np.ndarray | None:
+        if y is None:
+            return None
+        if workload in LABELLED_WORKLOADS:
+            return class_indices(dataset.origin or f"dataset '{dataset.name}'", key, y[:n]).astype(np.int32)
+        return y[:n]
+
+    x_train = _shaped(dataset, workload, dataset.x_train[:samples], scale)
+    y_train = targets(dataset.y_train, "y_train", samples)
     x_val, y_val = None, None
     if val_samples > 0 and dataset.x_test is not None:
         test_available = len(dataset.x_test)
@@ -298,8 +353,8 @@ def prepare_arrays(dataset: Dataset, workload: str, samples: int, val_samples: i
                 f"{test_available}; use 0 to {test_available}",
                 field_name="val_samples",
             )
-        x_val = _shaped(dataset, workload, dataset.x_test[:val_samples])
-        y_val = None if dataset.y_test is None else dataset.y_test[:val_samples].astype(np.int32)
+        x_val = _shaped(dataset, workload, dataset.x_test[:val_samples], scale)
+        y_val = targets(dataset.y_test, "y_test", val_samples)
     target_is_input = workload == "autoencoder"
     if target_is_input:
         y_train, y_val = x_train, x_val
@@ -312,20 +367,27 @@ def prepare_arrays(dataset: Dataset, workload: str, samples: int, val_samples: i
         num_classes=dataset.num_classes,
         has_labels=has_labels,
         target_is_input=target_is_input,
+        targets=summarize_targets(y_train, y_val) if has_labels and not target_is_input else None,
+        scale=scale,
     )
 
 
-def _scaled(x: np.ndarray) -> np.ndarray:
-    """float32 copy; integer pixels divided by 255."""
+def _scaled(x: np.ndarray, workload: str, scale: float | None) -> np.ndarray:
+    """float32 divided by `scale`; without one, integer pixels divided by 255 for the MNIST workloads,
+    and a user's model's inputs as stored (no silent rescaling)."""
+    if scale is not None:
+        return x.astype(np.float32) / np.float32(scale)
+    if workload == "keras-file":
+        return x
     out = x.astype(np.float32)
     if x.dtype.kind in "iu":
         out /= np.float32(PIXEL_MAX)
     return out
 
 
-def _shaped(dataset: Dataset, workload: str, x: np.ndarray) -> np.ndarray:
+def _shaped(dataset: Dataset, workload: str, x: np.ndarray, scale: float | None = None) -> np.ndarray:
     """Scale and lay out samples: flat vectors, (H, W, C) images, or as stored (keras-file)."""
-    out = _scaled(x)
+    out = _scaled(x, workload, scale)
     if workload in FLAT_WORKLOADS:
         out = out.reshape(len(out), -1)
     elif workload == "cnn":
@@ -348,3 +410,79 @@ def _shaped(dataset: Dataset, workload: str, x: np.ndarray) -> np.ndarray:
             "store uint8 pixels (0-255) or floats in [0, 1]"
         )
     return out
+
+
+# ---------------------------------------------------------------- counts without loading
+
+
+@dataclass(frozen=True)
+class DataCounts:
+    """Rows a data file holds: training (x_train) and validation (x_test; 0 without a test split)."""
+
+    train: int
+    validation: int
+
+
+_COUNTS_CACHE: dict[tuple, DataCounts] = {}
+
+
+def data_counts(source: str, target_column: str | None = None, val_fraction: float = 0.0) -> DataCounts:
+    """How many training and validation rows a data file holds, read from its headers (the window asks
+    on every edit, so arrays are not loaded; a CSV file is read once per change). DataError if the file
+    cannot be read."""
+    path = Path(_checked_source(source))
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size, target_column, val_fraction)
+    if key not in _COUNTS_CACHE:
+        shapes = array_shapes(str(path), target_column, val_fraction)
+        if "x_train" not in shapes:
+            raise DataError(
+                f"file '{path}' has no x_train; store the training inputs as x_train (and labels as y_train)"
+            )
+        test = shapes.get("x_test")
+        _COUNTS_CACHE[key] = DataCounts(
+            train=int(shapes["x_train"][0]) if shapes["x_train"] else 0,
+            validation=int(test[0]) if test else 0,
+        )
+    return _COUNTS_CACHE[key]
+
+
+def array_shapes(
+    source: str, target_column: str | None = None, val_fraction: float = 0.0
+) -> dict[str, tuple[int, ...]]:
+    """The shapes of a data file's known arrays, from its headers (for the window's data info line)."""
+    path = Path(_checked_source(source))
+    suffix = path.suffix.lower()
+    if suffix in CSV_SUFFIXES:
+        return {k: v.shape for k, v in read_csv_arrays(path, target_column or "", val_fraction).items()}
+    return _npz_shapes(path) if suffix in NPZ_SUFFIXES else _hdf5_shapes(path)
+
+
+def _npz_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Shapes of an npz archive's known arrays from their .npy headers, without reading the data."""
+    origin = f"file '{path}'"
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            for key in ARRAY_KEYS:
+                if f"{key}.npy" not in names:
+                    continue
+                with archive.open(f"{key}.npy") as f:
+                    version = np.lib.format.read_magic(f)
+                    fmt = np.lib.format
+                    reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                    shape, _, _ = reader(f)
+                out[key] = tuple(int(n) for n in shape)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise DataError(f"{origin} is not a valid .npz archive ({e}); save it again with np.savez") from None
+    return out
+
+
+def _hdf5_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    origin = f"file '{path}'"
+    try:
+        with h5py.File(path, "r") as f:
+            return {k: tuple(f[k].shape) for k in ARRAY_KEYS if k in f and isinstance(f[k], h5py.Dataset)}
+    except OSError as e:
+        raise DataError(f"{origin} is not a valid HDF5 file (corrupt, truncated or another format: {e})") from None

@@ -37,6 +37,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "lr_patience": 2,  # epochs, reduce-on-plateau
     "nesterov": False,
     "weight_decay": None,  # the optimizer's own default
+    "scale": None,  # inputs as stored; the MNIST workloads divide integer pixels by 255 themselves
+    "target_column": None,  # CSV data only: the target column(s)
+    "val_fraction": 0.2,  # CSV data only: the last 20% of rows validate
 }
 
 

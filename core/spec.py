@@ -48,9 +48,12 @@ KERAS_PREFIX = "keras:"
 KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10")
 NPZ_SUFFIXES = (".npz",)
 HDF5_SUFFIXES = (".h5", ".hdf5")
-DATA_FILE_SUFFIXES = NPZ_SUFFIXES + HDF5_SUFFIXES
+CSV_SUFFIXES = (".csv",)
+DATA_FILE_SUFFIXES = NPZ_SUFFIXES + HDF5_SUFFIXES + CSV_SUFFIXES
 MAX_BATCH_SIZE = 1 << 20
 SEED_LIMIT = 1 << 32  # TensorFlow and numpy take unsigned 32-bit seeds
+USER_MODEL_PRESET = "keras-file"  # what --model FILE implies when no preset / workload is named
+USER_MODEL_WORKLOAD = "keras-file"
 
 _DEFAULTS = preset_defaults(DEFAULT_PRESET)
 
@@ -132,6 +135,9 @@ class SweepSpec:
     lr_patience: int = _DEFAULTS["lr_patience"]  # epochs, reduce-on-plateau
     nesterov: bool = _DEFAULTS["nesterov"]
     weight_decay: float | None = _DEFAULTS["weight_decay"]  # None = the optimizer's own default
+    scale: float | None = _DEFAULTS["scale"]  # inputs divided by this (e.g. 255 for uint8 pixels); None: as stored
+    target_column: str | None = _DEFAULTS["target_column"]  # CSV data: the target column(s), comma-separated
+    val_fraction: float = _DEFAULTS["val_fraction"]  # CSV data: the last this fraction of rows validate
 
     @property
     def epochs(self) -> int:
@@ -534,7 +540,7 @@ def parse_data(value: Any) -> str:
         raise SpecError(
             "data",
             f"{text!r} is not a data source; use bundled, keras:mnist, keras:fashion_mnist, "
-            "keras:cifar10, or a .npz/.h5/.hdf5 file with x_train and y_train",
+            "keras:cifar10, a .npz/.h5/.hdf5 file with x_train and y_train, or a .csv table",
         )
     path = _user_path(text)
     if not os.path.isfile(path):
@@ -552,6 +558,44 @@ def parse_model_file(value: Any) -> str | None:
     if not os.path.isfile(path):
         raise SpecError("model_file", f"file {path!r} does not exist")
     return os.path.abspath(path)
+
+
+def parse_scale(value: Any) -> float | None:
+    """Divide the inputs by this number (e.g. 255 for uint8 pixels); empty or "none": use them as stored."""
+    if _blank(value) or str(value).strip().lower() == "none":
+        return None
+    what = "the input scale must be a number > 0 that inputs are divided by, e.g. 255, or none"
+    try:
+        scale = float(value)
+    except (TypeError, ValueError):
+        raise SpecError("scale", f"{value!r} is not a number; {what}") from None
+    if not math.isfinite(scale) or scale <= 0:
+        raise SpecError("scale", f"{value!r} is not allowed; {what}")
+    return scale
+
+
+def parse_target_column(value: Any) -> str | None:
+    """CSV data: the name of the target column, or several comma-separated for vector targets."""
+    if _blank(value):
+        return None
+    names = [n.strip() for n in str(value).split(",")]
+    if any(not n for n in names):
+        raise SpecError("target_column", f"{value!r} has an empty column name; name CSV columns, e.g. price or x,y")
+    if len(set(names)) != len(names):
+        raise SpecError("target_column", f"{value!r} names a column twice; list each target column once")
+    return ",".join(names)
+
+
+def parse_val_fraction(value: Any) -> float:
+    """CSV data: the fraction of rows, taken from the end of the file, used for validation."""
+    what = "the validation fraction must be a number from 0 to 0.9 (0 = no validation), e.g. 0.2"
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        raise SpecError("val_fraction", f"{value!r} is not a number; {what}") from None
+    if not (0.0 <= fraction <= 0.9):
+        raise SpecError("val_fraction", f"{value!r} is out of range; {what}")
+    return fraction
 
 
 FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
@@ -587,6 +631,9 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "lr_patience": parse_lr_patience,
     "nesterov": parse_nesterov,
     "weight_decay": parse_weight_decay,
+    "scale": parse_scale,
+    "target_column": parse_target_column,
+    "val_fraction": parse_val_fraction,
 }
 
 
@@ -629,6 +676,8 @@ def _parse_all(
 ) -> tuple[dict[str, Any], dict[str, SpecError]]:
     """Parse every field of `preset_values(values)`; return parsed values and errors by field."""
     errors: dict[str, SpecError] = {}
+    if blank_means_default:
+        values = _implied_by_model_file(values)
     for name in sorted(set(values) - set(FIELD_PARSERS) - {"budget"}):
         errors[name] = SpecError(name, f"unknown setting; known settings are {', '.join(FIELD_PARSERS)}")
     try:
@@ -650,9 +699,81 @@ def _parse_all(
             parse_budget_amount(unit, merged.get("epochs"))
         except SpecError as e:
             errors["epochs"] = e
+    _fit_to_data(parsed, errors, given=_given_fields(values, blank_means_default))
     _check_combinations(parsed, errors)
     _check_target(parsed, errors)
     return parsed, errors
+
+
+def _given_fields(values: Mapping[str, Any], blank_means_default: bool) -> set[str]:
+    """The fields the user set (an option given, a file's value): not absent, and not blank when blank means unset."""
+    flat = _flatten_budget(values)
+    return {k for k, v in flat.items() if not (blank_means_default and _blank(v))}
+
+
+def _implied_by_model_file(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A .keras file named without a preset or workload means the user's-model preset and workload."""
+    if _blank(values.get("model_file")):
+        return values
+    out = dict(values)
+    if _blank(out.get("preset")):
+        out["preset"] = USER_MODEL_PRESET
+    if _blank(out.get("workload")):
+        out["workload"] = USER_MODEL_WORKLOAD
+    return out
+
+
+def _fit_to_data(parsed: dict[str, Any], errors: dict[str, SpecError], given: set[str]) -> None:
+    """For a data file: samples and val_samples not given take everything the file holds (and batch sizes
+    not given, the preset's that fit it); given ones larger than what it holds are errors naming the
+    available count (core.datasets.data_counts)."""
+    data = parsed.get("data")
+    if data is None or data == BUNDLED_DATA or data.startswith(KERAS_PREFIX):
+        if parsed.get("target_column") and "target_column" not in errors:
+            errors["target_column"] = SpecError(
+                "target_column", "names the target column of CSV data; an .npz/.h5 file or a dataset has y_train"
+            )
+        return
+    from batchlab.core.datasets import data_counts  # deferred: core.datasets imports this module
+
+    is_csv = data.lower().endswith(CSV_SUFFIXES)
+    if is_csv and not parsed.get("target_column"):
+        errors.setdefault(
+            "target_column",
+            SpecError("target_column", "CSV data needs the target column named, e.g. --target-column price"),
+        )
+        return
+    if not is_csv and parsed.get("target_column"):
+        errors.setdefault(
+            "target_column",
+            SpecError("target_column", "names the target column of CSV data; an .npz/.h5 file has y_train"),
+        )
+        return
+    try:
+        counts = data_counts(data, parsed.get("target_column"), parsed.get("val_fraction", 0.0))
+    except SpecError as e:
+        errors.setdefault("data", e)
+        return
+    name = os.path.splitext(os.path.basename(data))[0]
+    for field_name, available, lowest, split in (
+        ("samples", counts.train, 1, "training"),
+        ("val_samples", counts.validation, 0, "validation"),
+    ):
+        if field_name not in given:  # absent, or left empty in the window: everything the file holds
+            errors.pop(field_name, None)
+            parsed[field_name] = max(available, lowest)
+            if field_name == "samples" and "batch_sizes" not in given and "batch_sizes" in parsed:
+                # the preset's batch sizes that fit the data (all of it as one batch if none does)
+                fitting = tuple(b for b in parsed["batch_sizes"] if b <= parsed["samples"])
+                parsed["batch_sizes"] = fitting or (parsed["samples"],)
+        elif field_name in errors:
+            continue
+        elif parsed[field_name] > available and not (field_name == "val_samples" and available == 0):
+            errors[field_name] = SpecError(
+                field_name,
+                f"{parsed[field_name]} {split} samples asked for but '{name}' has {available}; "
+                f"use {lowest} to {available} (or leave it empty for all {available})",
+            )
 
 
 def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.datasets import array_shapes, data_counts
+from batchlab.core.model_file import cached_model_info, mismatch
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
 from batchlab.core.spec import (
@@ -150,16 +152,63 @@ class SetupPanel(QScrollArea):
         browse.setToolTip("Choose a .keras model file")
         browse.clicked.connect(self._choose_model)
         self._row(form, "model_file", "Model file", self.model_file, browse)
+        self.model_info = self._info_label(form, "model_info")
         self.data = QComboBox()
         for value, text in DATA_SOURCES:
             self.data.addItem(text, value)
         self.data.addItem("Choose a file…", CHOOSE_FILE)
         self._row(form, "data", "Dataset", self.data)
         self.data.activated.connect(self._data_activated)
+        self.data_info = self._info_label(form, "data_info")
         self.samples = QLineEdit()
         self._row(form, "samples", "Samples", self.samples)
         self.val_samples = QLineEdit()
         self._row(form, "val_samples", "Validation samples", self.val_samples)
+
+    def _info_label(self, form: QFormLayout, name: str) -> QLabel:
+        """A grey line under a field describing what it names (a model's shapes, a data file's arrays)."""
+        label = QLabel()
+        label.setObjectName(name)
+        label.setWordWrap(True)
+        label.setStyleSheet("color: #555; font-size: 9pt;")
+        label.setVisible(False)
+        form.addRow("", label)
+        return label
+
+    def _describe_files(self, values: dict[str, Any], errors: dict[str, str]) -> None:
+        """Show what the model file and the data file hold (read without TensorFlow, core.model_file and
+        core.datasets) and file a shape mismatch between them under the data field, before Run."""
+        info, shapes = None, None
+        model_text = data_text = ""
+        if values["model_file"].strip() and "model_file" not in errors:
+            try:
+                info = cached_model_info(user_path(values["model_file"].strip()))
+                model_text = info.summary()
+            except SpecError as e:
+                errors["model_file"] = e.message
+        data = values["data"]
+        if data and data not in (v for v, _ in DATA_SOURCES) and "data" not in errors:
+            try:
+                shapes = array_shapes(data)
+                data_text = "; ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
+            except SpecError as e:
+                errors["data"] = e.message
+        if info is not None and shapes is not None and values["workload"] == "keras-file":
+            problem = mismatch(info, shapes)
+            if problem:
+                errors.setdefault("data", problem)
+        for label, text in ((self.model_info, model_text), (self.data_info, data_text)):
+            label.setText(text)
+            label.setVisible(bool(text))
+
+    def _fill_counts(self, path: str) -> None:
+        """A data file just chosen: its training and validation rows become the sample counts."""
+        try:
+            counts = data_counts(path)
+        except SpecError:
+            return  # validate() shows why under the field
+        self.samples.setText(str(counts.train))
+        self.val_samples.setText(str(counts.validation))
 
     def _build_batches(self, layout: QVBoxLayout) -> None:
         form = self._group(layout, "Budget and batch sizes")
@@ -430,6 +479,7 @@ class SetupPanel(QScrollArea):
         out_problem = output_error(self.output_path())
         if out_problem:
             errors["out"] = out_problem
+        self._describe_files(values, errors)
         self.show_errors(errors)
         self.model_file.setEnabled(values["workload"] == "keras-file" or bool(values["model_file"]))
         self.sync.setEnabled(values["loop"] != "fit")  # fit waits for the device after every step
@@ -477,6 +527,7 @@ class SetupPanel(QScrollArea):
         path, _ = QFileDialog.getOpenFileName(self, "Choose a data file", "", "Data (*.npz *.h5 *.hdf5)")
         if path:
             self._select_data(path)
+            self._fill_counts(path)
         else:
             self.data.setCurrentIndex(self._previous_data_index)
 

@@ -48,6 +48,7 @@ class RunRecord:
     epochs: dict[str, np.ndarray]
     evals: dict[str, np.ndarray] = field(default_factory=dict)
     lr_range: dict[str, np.ndarray] = field(default_factory=dict)  # an LR range test's points (lr-find files)
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)  # train_NAME / val_NAME, one value per epoch
 
     @cached_property
     def figures(self) -> RunFigures:
@@ -133,7 +134,15 @@ def _read_run(group: h5py.Group) -> RunRecord:
         epochs=_read_table(group.get("epochs")),
         evals=_read_table(group.get("evals")),
         lr_range=_read_table(group.get("lr_range")),
+        metrics=_read_metrics(group.get("metrics")),
     )
+
+
+def _read_metrics(group: h5py.Group | None) -> dict[str, np.ndarray]:
+    """The metrics/ group's datasets as they are (each one value per epoch row the metric was written for)."""
+    if group is None:
+        return {}
+    return {name: ds[()] for name, ds in group.items() if isinstance(ds, h5py.Dataset) and ds.ndim == 1}
 
 
 def _open_for_reading(path: Path) -> h5py.File:

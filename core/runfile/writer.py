@@ -55,6 +55,7 @@ from batchlab.core.runfile.format import (
 )
 from batchlab.core.spec import SpecError
 
+METRICS_GROUP = "metrics"  # per run: the model's compiled metrics per epoch (docs/runfile-format.md)
 STEP_CHUNK = 1024  # rows per chunk: small enough that an epoch flush recompresses little (files ~45% smaller than 4096)
 EPOCH_CHUNK = 64
 EVAL_CHUNK = 64
@@ -366,6 +367,8 @@ class RunFileWriter:
         epochs = self._table(index, "epochs")
         for c in EPOCH_COLUMNS:
             _append(epochs[c.name], column_values(c, [event.get(c.name)], 1))
+        if event.get("metrics"):
+            self._metrics(index, event["metrics"], rows=epochs[EPOCH_COLUMNS[0].name].shape[0])
         self.flush()
 
     def _evaluation(self, event: dict[str, Any]) -> None:
@@ -388,6 +391,29 @@ class RunFileWriter:
         for c in LR_RANGE_COLUMNS:
             _append(table[c.name], column_values(c, event.get(c.name), n))
         self.flush()  # a range test sends its points a few times per run: each batch is what it measured
+
+    def _metrics(self, index: int, metrics: dict[str, Any], rows: int) -> None:
+        """The model's compiled metrics, one dataset per name (train_NAME, val_NAME) in the run's
+        metrics/ group, one value per epoch row; a metric missing from an epoch reads NaN there."""
+        group = self._run_group(index).require_group(METRICS_GROUP)
+        if "NX_class" not in group.attrs:
+            group.attrs.update({"NX_class": "NXdata", "axes": "epoch"})
+        for name, value in metrics.items():
+            name = str(name).replace("/", "_")
+            if name not in group:
+                ds = group.create_dataset(
+                    name, shape=(0,), maxshape=(None,), dtype="float64", chunks=(EPOCH_CHUNK,), fillvalue=math.nan
+                )
+                split, _, metric = name.partition("_")
+                data = {"train": "training data (mean over the epoch's batches)", "val": "validation data"}
+                ds.attrs["units"] = ""
+                ds.attrs["long_name"] = f"the model's {metric or name} metric on the {data.get(split, split)}"
+            ds = group[name]
+            ds.resize((rows,))  # a metric that appears late is NaN for the epochs before
+            ds[rows - 1] = _float_or_nan(value)
+        for ds in group.values():
+            if ds.shape[0] < rows:  # a metric this epoch lacks (no validation) is NaN for it
+                ds.resize((rows,))
 
     def _run_ended(self, event: dict[str, Any]) -> None:
         index = self._event_run(event)

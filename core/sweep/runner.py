@@ -104,10 +104,12 @@ class SweepRunner:
         if self._data_checked:
             return
         if not self.spec.data.startswith(KERAS_PREFIX):
-            from batchlab.core.datasets import load_dataset, prepare_arrays, validation_note
+            from batchlab.core.datasets import load_spec_data, prepare_arrays, validation_note
 
-            dataset = load_dataset(self.spec.data)
-            prepared = prepare_arrays(dataset, self.spec.workload, self.spec.samples, self.spec.val_samples)
+            dataset = load_spec_data(self.spec)
+            prepared = prepare_arrays(
+                dataset, self.spec.workload, self.spec.samples, self.spec.val_samples, self.spec.scale
+            )
             self._probe_data = prepared.probe_sample()
             note = validation_note(dataset, self.spec.val_samples)
             target = self.spec.target_spec

@@ -131,11 +131,11 @@ def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True, 
         if not check:
             conn.send({"type": PROBE_RESULT, "environment": environment})
             return
-        from batchlab.core.datasets import load_dataset, prepare_arrays
+        from batchlab.core.datasets import load_spec_data, prepare_arrays
         from batchlab.core.training.workloads import build_model
 
         if data is None:
-            data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
+            data = prepare_arrays(load_spec_data(spec), spec.workload, spec.samples, spec.val_samples, spec.scale)
         build_model(spec.runs()[0], data)
         conn.send({"type": PROBE_RESULT, "environment": environment})
     except SpecError as e:

@@ -31,7 +31,6 @@ from batchlab.core.training.failures import StopRequested
 from batchlab.core.training.hooks import Hook, HookList, TraceWatch, tracing_cost
 
 SYNC_AS_FIT = "every_step"  # Keras's TF backend reads every step's logs to floats, which waits for the device
-PER_STEP_KEYS = ("loss", "accuracy")
 
 
 def traced_functions(train_function: Any) -> list[Any]:
@@ -123,7 +122,7 @@ class FitClock(keras.callbacks.Callback):
         steps = range(self.begin_step, batch + 1)
         sizes = [self.engine.batch_size_of(i) for i in steps]
         samples = sum(sizes)
-        values = {k: self._batch_mean(k, float(logs[k]), samples) for k in PER_STEP_KEYS if k in logs}
+        values = {k: self._batch_mean(k, float(v), samples) for k, v in logs.items()}
         self.seen += samples
         duration, self.t_last = now - self.t_last, now
         self.engine.timing.add_call(duration, samples, traced)
@@ -145,6 +144,7 @@ class FitClock(keras.callbacks.Callback):
             }
             if "accuracy" in values:
                 row["accuracy"] = values["accuracy"]
+            row["metrics"] = {k: v for k, v in values.items() if k != "loss"}
             self.hooks.on_train_batch_end(row["step"], row)
         self.engine.callback_time += time.perf_counter() - now
 
@@ -186,6 +186,12 @@ class FitClock(keras.callbacks.Callback):
                 "wall_time": now - self.engine.t_run0,
                 "traced_steps": self.traced_steps,
                 "tracing_time": self.tracing_time,
+                # fit's epoch logs hold each metric's value over the whole epoch (AUC too), and val_NAME
+                "metrics": {
+                    (k if k.startswith("val_") else f"train_{k}"): float(v)
+                    for k, v in logs.items()
+                    if k not in ("loss", "val_loss")
+                },
             },
         )
 

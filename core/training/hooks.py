@@ -12,11 +12,13 @@ What an engine calls, in order, and what it puts in `logs`:
 - ``on_epoch_begin(epoch)``
 - ``on_train_batch_end(step, logs)``: one row per step, with every name of ``STEP_COLUMNS``
   (floats already read from the device; NaN where not measured) plus ``accuracy`` when the model
-  has it. Rows arrive in step order, possibly a few steps late (sampled sync reads losses in groups).
+  has it and ``metrics`` ({name: this batch's value} for every compiled metric). Rows arrive in
+  step order, possibly a few steps late (sampled sync reads losses in groups).
 - ``on_test_begin()`` / ``on_test_end(logs)``: around validation, when there is one.
 - ``on_epoch_end(epoch, logs)``: the engine gives ``epoch``, ``epoch_time``, ``val_loss``,
-  ``val_accuracy``, ``val_time`` and ``wall_time``; hooks add the other ``EPOCH_COLUMNS`` in list
-  order, and `RunEvents` (last) emits the row.
+  ``val_accuracy``, ``val_time`` and ``wall_time`` (and ``metrics``: val_NAME per compiled metric);
+  hooks add the other ``EPOCH_COLUMNS`` in list order and train_NAME to ``metrics``, and
+  `RunEvents` (last) emits the row.
 - ``on_run_end(logs)``: the engine gives ``status``, ``message`` and ``total_time``; hooks add
   the run figures and `RunEvents` emits run_ended. Called also when the run failed.
 
@@ -195,6 +197,8 @@ class EpochSummary(Hook):
         self.compute = self.fetch = self.wait = self.loss_sum = self.acc_sum = 0.0
         self.seen = 0
         self.has_acc = False
+        self.metric_sums: dict[str, float] = {}
+        self.metric_seen: dict[str, int] = {}
 
     def on_train_batch_end(self, step: int, logs: Logs) -> None:
         b = int(logs["batch_size"])
@@ -205,6 +209,9 @@ class EpochSummary(Hook):
         if "accuracy" in logs:
             self.acc_sum += logs["accuracy"] * b
             self.has_acc = True
+        for name, value in (logs.get("metrics") or {}).items():
+            self.metric_sums[name] = self.metric_sums.get(name, 0.0) + value * b
+            self.metric_seen[name] = self.metric_seen.get(name, 0) + b
         self.seen += b
 
     def on_epoch_end(self, epoch: int, logs: Logs) -> None:
@@ -217,6 +224,10 @@ class EpochSummary(Hook):
         logs.setdefault("train_loss", self.loss_sum / seen if seen else math.nan)
         logs.setdefault("train_accuracy", self.acc_sum / seen if self.has_acc and seen else math.nan)
         logs.setdefault("samples_per_s", seen / epoch_time if epoch_time > 0 else math.nan)
+        # Every compiled metric: train_NAME, the sample-weighted mean of its per-batch values (an engine
+        # that knows the epoch's own value, fit, gives it instead), beside the val_NAME validation gave.
+        train = {f"train_{k}": total / self.metric_seen[k] for k, total in self.metric_sums.items()}
+        logs["metrics"] = {**train, **(logs.get("metrics") or {})}
 
 
 class TracingCounter(Hook):
@@ -301,6 +312,8 @@ class RunEvents(Hook):
 
     def on_epoch_end(self, epoch: int, logs: Logs) -> None:
         row = {k: logs.get(k, math.nan) for k in EPOCH_COLUMN_NAMES}
+        if logs.get("metrics"):
+            row["metrics"] = dict(logs["metrics"])
         self.emit(make_event(EPOCH_ENDED, run=self.run, **row))
 
     def on_run_end(self, logs: Logs) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import keras
 import numpy as np
 import tensorflow as tf
-from batchlab.core.datasets import load_dataset, prepare_arrays
+from batchlab.core.datasets import load_spec_data, prepare_arrays
 from batchlab.core.events import log_event, now_iso
 from batchlab.core.lr_rules import plan_for
 from batchlab.core.spec import RunSpec
@@ -150,8 +150,9 @@ def make_step_function(model) -> Callable:
     return tf.function(one_step, reduce_retracing=True)
 
 
-def validate(model, x_val, y_val, batch_size: int) -> dict[str, float]:
-    """val_loss, val_accuracy (NaN without) and val_time (s), as fit's validation pass computes them."""
+def validate(model, x_val, y_val, batch_size: int) -> dict[str, Any]:
+    """val_loss, val_accuracy (NaN without), val_time (s) and `metrics` (val_NAME for every compiled
+    metric), as fit's validation pass computes them."""
     t0 = time.perf_counter()
     logs = model.evaluate(x_val, y_val, batch_size=batch_size, verbose=0, return_dict=True)
     elapsed = time.perf_counter() - t0
@@ -160,6 +161,7 @@ def validate(model, x_val, y_val, batch_size: int) -> dict[str, float]:
         "val_loss": float(logs.get("loss", math.nan)),
         "val_accuracy": float(logs.get("accuracy", math.nan)),
         "val_time": elapsed,
+        "metrics": {f"val_{k}": float(v) for k, v in logs.items() if k != "loss"},
     }
 
 
@@ -174,6 +176,8 @@ class RunSetup:
     x_val: np.ndarray | None
     y_val: np.ndarray | None
     schedule: RunSchedule | None = None  # the learning rate per step; None when the spec sets no rate
+    task: str = ""  # core.loss_targets.TASKS: recorded as the run's `task` attribute
+    targets: str = ""  # how the targets are laid out, e.g. "one-hot"
 
     @property
     def samples(self) -> int:
@@ -188,17 +192,19 @@ def prepare_run(run: RunSpec, emit: Emit) -> RunSetup:
     """Seed, load the data and build the model; the notes on how data was fitted to it go to the log."""
     spec = run.sweep
     tf.keras.utils.set_random_seed(run.seed)
-    data = prepare_arrays(load_dataset(spec.data), spec.workload, spec.samples, spec.val_samples)
+    data = prepare_arrays(load_spec_data(spec), spec.workload, spec.samples, spec.val_samples, spec.scale)
     steps_per_epoch = math.ceil(data.x_train.shape[0] / run.batch_size)
     total_steps = spec.budget.steps(data.x_train.shape[0], run.batch_size)  # with a target: the most it may train
     # run.lr: the spec's lr, or with lr_from the lr-find suggestion for this batch size
     plan = plan_for(spec, run.batch_size, steps_per_epoch, total_steps, lr0=run.lr)
     schedule = build_schedule(plan) if plan is not None else None
     learning_rate = schedule.learning_rate if schedule is not None else None
-    model, x_train, y_train, x_val, y_val, notes = build_model(run, data, learning_rate)
-    for note in notes:
+    built = build_model(run, data, learning_rate)
+    for note in built.notes:
         emit(log_event("info", note, run=run.index))
-    return RunSetup(run, model, x_train, y_train, x_val, y_val, schedule)
+    return RunSetup(
+        run, built.model, built.x_train, built.y_train, built.x_val, built.y_val, schedule, built.task, built.targets
+    )
 
 
 def learning_rate_hook(setup: RunSetup) -> LearningRateLog:
@@ -380,6 +386,7 @@ class InstrumentedLoop:
     def _report(self, row: dict, logs: dict) -> None:
         if "accuracy" in logs:
             row["accuracy"] = float(logs["accuracy"])
+        row["metrics"] = {k: float(v) for k, v in logs.items() if k != "loss"}  # every compiled metric, this batch
         self.hooks.on_train_batch_end(row["step"], row)
 
 
@@ -465,6 +472,8 @@ def train_run(
                 "lr": run.lr if run.lr is not None else math.nan,
                 "started": now_iso(),
                 "rss_before_training_bytes": current_rss_bytes(),
+                "task": setup.task,
+                "targets": setup.targets,
                 **engine.run_fields(),
                 **flops_fields(setup.model),
                 **accumulation_fields(run),

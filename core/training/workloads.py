@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 import numpy as np
+from batchlab.core.loss_targets import AUTOENCODER, CLASSIFICATION, OTHER, REGRESSION, fit_targets
 from batchlab.core.spec import (
     MOMENTUM_OPTIMIZERS,
     NESTEROV_OPTIMIZERS,
@@ -22,6 +23,8 @@ from keras import layers, ops
 AUTOENCODER_HIDDEN = 128
 AUTOENCODER_CODE = 32
 MLP_HIDDEN = 256
+# Words in a loss's registered names that mark a regression loss (float targets of the output's shape).
+REGRESSION_LOSS_WORDS = ("squared", "absolute", "huber", "log_cosh", "logcosh", "cosine", "poisson", "mse", "mae")
 
 
 def summed_binary_crossentropy(y_true, y_pred):
@@ -109,8 +112,21 @@ def _mlp(features: int, classes: int) -> keras.Model:
     return keras.Model(inputs, outputs, name="mnist_mlp")
 
 
-def build_model(run: RunSpec, data, learning_rate: Any = None) -> tuple[keras.Model, Any, Any, Any, Any, list[str]]:
-    """Build and compile the run's model; return (model, x_train, y_train, x_val, y_val, notes).
+class BuiltModel(NamedTuple):
+    """A compiled model, the arrays it trains on, log notes on how they were fitted to it, and the task."""
+
+    model: keras.Model
+    x_train: Any
+    y_train: Any
+    x_val: Any
+    y_val: Any
+    notes: list[str]
+    task: str  # one of core.loss_targets.TASKS
+    targets: str  # how the targets are laid out, e.g. "class indices", "one-hot", "float", "inputs"
+
+
+def build_model(run: RunSpec, data, learning_rate: Any = None) -> BuiltModel:
+    """Build and compile the run's model with its arrays.
 
     `learning_rate` (a float or a Keras schedule, core/training/schedules.py) replaces spec.lr when given.
 
@@ -119,12 +135,14 @@ def build_model(run: RunSpec, data, learning_rate: Any = None) -> tuple[keras.Mo
     """
     spec = run.sweep
     if spec.workload == "keras-file":
-        model, x_train, y_train, x_val, y_val, notes = _user_model(run, data, learning_rate)
-        return model, x_train, y_train, x_val, y_val, engine_notes(spec) + notes
+        built = _user_model(run, data, learning_rate)
+        return built._replace(notes=engine_notes(spec) + built.notes)
     classes = data.num_classes or 0
+    task, targets = CLASSIFICATION, "class indices"
     if spec.workload == "autoencoder":
         model = _autoencoder(int(np.prod(data.input_shape)))
         loss, metrics = summed_binary_crossentropy, []
+        task, targets = AUTOENCODER, "inputs"
     elif spec.workload == "cnn":
         model = _cnn(tuple(data.input_shape), classes)
         # log-softmax outputs are valid logits: softmax(log_softmax(z)) == softmax(z), so this is the NLL loss.
@@ -133,7 +151,7 @@ def build_model(run: RunSpec, data, learning_rate: Any = None) -> tuple[keras.Mo
         model = _mlp(int(np.prod(data.input_shape)), classes)
         loss, metrics = keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
     model.compile(optimizer=spec_optimizer(spec, learning_rate), loss=loss, metrics=metrics)
-    return model, data.x_train, data.y_train, data.x_val, data.y_val, engine_notes(spec)
+    return BuiltModel(model, data.x_train, data.y_train, data.x_val, data.y_val, engine_notes(spec), task, targets)
 
 
 def accumulation_fields(run: RunSpec) -> dict[str, int]:
@@ -162,46 +180,98 @@ def _load_user_model(path: str) -> keras.Model:
         raise SpecError("model_file", f"could not load {path!r} as a Keras model: {reason}") from None
 
 
-def _fit_inputs(x, expected: tuple, notes: list[str], which: str):
-    if x is None or tuple(x.shape[1:]) == expected:
+def _fit_inputs(x, expected: tuple, dtype: str, notes: list[str], which: str):
+    """Samples in the model's input shape and dtype: a reshape when only the layout differs (a note says
+    so), integer token ids kept as integers for an integer input (Embedding), otherwise float32. Values
+    are never rescaled here (--scale does that, in core.datasets)."""
+    if x is None:
         return x
-    if None not in expected and math.prod(x.shape[1:]) == math.prod(expected):
-        notes.append(f"{which} samples reshaped from {tuple(x.shape[1:])} to {expected} to fit the model's input")
-        return x.reshape((x.shape[0], *expected))
-    raise SpecError(
-        "data",
-        f"samples have shape {tuple(x.shape[1:])} but the model expects input shape {expected}; "
-        "use data whose samples match the model's input",
-    )
+    rows = tuple(x.shape[1:])
+    fits = len(rows) == len(expected) and all(e is None or e == r for r, e in zip(rows, expected, strict=True))
+    if not fits:
+        if None not in expected and math.prod(rows) == math.prod(expected):
+            notes.append(f"{which} samples reshaped from {rows} to {expected} to fit the model's input")
+            x = x.reshape((x.shape[0], *expected))
+        else:
+            raise SpecError(
+                "data",
+                f"x samples have shape {rows} but the model's input has shape {expected}; "
+                "use data whose samples match the model's input (one sample: x_train[0].shape)",
+            )
+    if np.dtype(dtype).kind in "iu":
+        if x.dtype.kind == "f" and not np.array_equal(x, np.round(x)):
+            raise SpecError(
+                "data",
+                f"the model's input takes integers ({dtype}, e.g. token ids for an Embedding) but x holds "
+                "values that are not whole numbers; store the token ids as integers",
+            )
+        return x.astype(dtype)
+    return x.astype(np.float32) if x.dtype != np.float32 else x
 
 
-def _user_model(run: RunSpec, data, learning_rate: Any = None):
+def _one_in_one_out(model: keras.Model) -> None:
+    """Refuse models with several inputs or outputs, saying what is supported."""
+    ins, outs = len(model.inputs), len(model.outputs)
+    if ins != 1 or outs != 1:
+        raise SpecError(
+            "model_file",
+            f"the model has {ins} inputs and {outs} outputs; BatchLab trains models with one input (x_train) "
+            "and one output (y_train, or none for an autoencoder)",
+        )
+
+
+def _user_model(run: RunSpec, data, learning_rate: Any = None) -> BuiltModel:
     spec = run.sweep
     model = _load_user_model(spec.model_file)
     notes: list[str] = []
-    if isinstance(model.input_shape, list) or isinstance(model.output_shape, list):
-        raise SpecError("model_file", "models with several inputs or outputs are not supported yet; use one of each")
+    _one_in_one_out(model)
     in_shape = tuple(model.input_shape[1:])
     out_shape = tuple(model.output_shape[1:])
-    x_train = _fit_inputs(data.x_train, in_shape, notes, "training")
-    x_val = _fit_inputs(data.x_val, in_shape, notes, "validation")
+    in_dtype = str(model.inputs[0].dtype)
+    x_train = _fit_inputs(data.x_train, in_shape, in_dtype, notes, "training")
+    x_val = _fit_inputs(data.x_val, in_shape, in_dtype, notes, "validation")
+    notes += _scale_notes(data, in_dtype)
     loss = getattr(model, "loss", None)
     if loss is None:
         raise SpecError(
             "model_file", "the model file has no compiled loss; call model.compile(loss=...) before model.save()"
         )
-    if out_shape == in_shape:
-        target = spec.target_spec
-        if target is not None and target.metric in ACCURACY_METRICS:
-            raise SpecError(
-                "target",
-                f"{target.text}: the model's output has its input's shape, so it is trained to reconstruct its input "
-                "and has no accuracy; this target can never be met; use a val_loss or train_loss target",
+    if isinstance(loss, (list, tuple, dict)):
+        raise SpecError("model_file", "the model was compiled with several losses; compile it with one loss")
+    name, kind = loss_kind(loss)
+    summary = data.targets
+    if out_shape == in_shape and (summary is None or summary.shape != out_shape):
+        if summary is not None:
+            notes.append(
+                f"y_train is not used: the model's output has its input's shape {in_shape}, so it is trained to "
+                "reproduce its input (an autoencoder)"
             )
-        y_train, y_val, metrics = x_train, x_val, []
+        _no_accuracy_target(spec, "the model's output has its input's shape, so it is trained to reconstruct its input")
+        y_train, y_val, task, targets = x_train, x_val, AUTOENCODER, "inputs"
+        if y_train.dtype.kind in "iu":
+            y_train = y_train.astype(np.float32)
+            y_val = None if y_val is None else y_val.astype(np.float32)
+    elif summary is None:
+        raise SpecError(
+            "data",
+            f"the model's output shape {out_shape} differs from its input, so it needs targets; the data has no "
+            "y_train (only an autoencoder, whose output has the input's shape, trains without)",
+        )
     else:
-        y_train, y_val = _labels_for(loss, data, out_shape, notes)
+        fitted = fit_targets(kind, name, out_shape, data.y_train, data.y_val, summary)
+        y_train, y_val, task, targets = fitted.y_train, fitted.y_val, fitted.task, fitted.layout
+        notes += fitted.notes
+    metrics = _model_metrics(model)
+    if not metrics and task == CLASSIFICATION:
         metrics = ["accuracy"]
+        notes.append("the model file has no metrics; BatchLab computes accuracy for this classifier")
+    target = spec.target_spec
+    if target is not None and target.metric in ACCURACY_METRICS:
+        if task in (REGRESSION, OTHER):
+            _no_accuracy_target(spec, f"the model is trained for {task}")
+        if "accuracy" not in [m if isinstance(m, str) else getattr(m, "name", "") for m in metrics]:
+            metrics = [*metrics, "accuracy"]
+            notes.append(f"accuracy is computed too: the target {target.text} needs it")
     if spec.optimizer == "model":
         if model.optimizer is None:
             raise SpecError("optimizer", "the model file has no optimizer; name one (e.g. adam) instead of 'model'")
@@ -213,9 +283,35 @@ def _user_model(run: RunSpec, data, learning_rate: Any = None):
         optimizer = spec_optimizer(spec, learning_rate)
     settings, setting_notes = compile_settings(model, spec.loop)
     notes += setting_notes
-    notes += _metrics_note(model, metrics)
     model.compile(optimizer=optimizer, loss=loss, metrics=metrics, **settings)
-    return model, x_train, y_train, x_val, y_val, notes
+    notes.append(f"task: {task} ({targets} targets, {name} loss)")
+    return BuiltModel(model, x_train, y_train, x_val, y_val, notes, task, targets)
+
+
+def _no_accuracy_target(spec, why: str) -> None:
+    """Refuse an accuracy target for a model that has no accuracy (it could never be met)."""
+    target = spec.target_spec
+    if target is not None and target.metric in ACCURACY_METRICS:
+        raise SpecError(
+            "target",
+            f"{target.text}: {why} and has no accuracy; this target can never be met; use a val_loss or "
+            "train_loss target",
+        )
+
+
+def _scale_notes(data, in_dtype: str) -> list[str]:
+    """Say how the inputs were scaled, or that integer pixels were not (no silent rescaling)."""
+    if data.scale is not None:
+        return [f"inputs divided by {data.scale:g} (--scale)"]
+    x = data.x_train
+    if x.dtype.kind in "iu" and np.dtype(in_dtype).kind == "f" and x.size and x.max() > 1:
+        top = int(x.max())
+        hint = 255 if top <= 255 else top
+        return [
+            f"inputs are {x.dtype} values up to {top} and are not rescaled; add --scale {hint} to divide them "
+            "(e.g. pixels 0-255 into [0, 1])"
+        ]
+    return []
 
 
 # ---------------------------------------------------------------- the user's compile settings
@@ -257,28 +353,25 @@ def compile_settings(model: keras.Model, engine: str) -> tuple[dict[str, Any], l
     return settings, notes
 
 
-def _metrics_note(model: keras.Model, metrics: list[str]) -> list[str]:
-    saved = model.get_compile_config().get("metrics") if model.compiled else None
-    names = [_object_name(m) for m in (saved if isinstance(saved, (list, tuple)) else [saved] if saved else [])]
-    if not names or names == list(metrics):
+def _model_metrics(model: keras.Model) -> list[Any]:
+    """The metrics the model file was compiled with, rebuilt so recompiling keeps them (strings as they are)."""
+    saved = model.get_compile_config().get("metrics") if model.compiled and model.get_compile_config() else None
+    if saved is None:
         return []
-    computed = ", ".join(metrics) if metrics else "only the loss"
-    return [f"the model file's metrics ({', '.join(names)}) are not computed; BatchLab computes {computed}"]
+    if isinstance(saved, dict) and "class_name" not in saved:
+        raise SpecError(
+            "model_file", "metrics given per output (a dict) are for models with several outputs; use a list"
+        )
+    items = saved if isinstance(saved, (list, tuple)) else [saved]
+    return [keras.saving.deserialize_keras_object(m) if isinstance(m, dict) else m for m in items]
 
 
-def _object_name(obj: Any) -> str:
-    """A readable name for a serialized Keras object: a string, or a config dict as get_compile_config gives it."""
-    if isinstance(obj, dict):
-        config = obj.get("config")
-        return str(config.get("name") if isinstance(config, dict) else config or obj.get("class_name"))
-    return str(obj)
-
-
-# ---------------------------------------------------------------- labels for the user's loss
+# ---------------------------------------------------------------- the kind of the user's loss
 
 
 def loss_kind(loss: Any) -> tuple[str, str]:
-    """(name, kind) of a compiled loss: kind is "sparse" (integer labels), "binary", "categorical" or "other".
+    """(name, kind) of a compiled loss: kind is "sparse" (integer labels), "binary", "categorical",
+    "regression" (MSE, MAE, Huber, ...) or "other".
 
     Read from what the loss is, not its Python type: a loss function's type is just `function`, a
     string may be an alias, and a Loss object's `name` is whatever the user called it. So the kind
@@ -301,45 +394,14 @@ def loss_kind(loss: Any) -> tuple[str, str]:
     text = " ".join(str(i) for i in identity).lower()
     if "sparse" in text:
         kind = "sparse"
+    elif "hinge" in text:
+        kind = "other"  # hinge losses take -1/1 targets
     elif "binary" in text:
         kind = "binary"
     elif "categorical" in text:
         kind = "categorical"
+    elif any(word in text for word in REGRESSION_LOSS_WORDS):
+        kind = "regression"
     else:
         kind = "other"
     return str(name or type(loss).__name__), kind
-
-
-def _labels_for(loss, data, out_shape: tuple, notes: list[str]):
-    """Labels shaped for the loss: integers for sparse losses, 0/1 columns for one output, else one-hot."""
-    if not data.has_labels:
-        raise SpecError(
-            "data",
-            f"the model's output shape {out_shape} differs from its input, so it needs labels; the data has no y_train",
-        )
-    if len(out_shape) != 1:
-        raise SpecError(
-            "model_file", f"output shape {out_shape} is not supported; use a (classes,) output or an autoencoder"
-        )
-    units = out_shape[0]
-    name, kind = loss_kind(loss)
-    top = int(max(data.y_train.max(), data.y_val.max() if data.y_val is not None else 0))
-    if units == 1:
-        if kind == "binary" and top > 1:
-            raise SpecError("data", f"labels go up to {top} but the model's {name} loss needs labels 0 or 1")
-        notes.append(f"labels given as one float column for the model's single output ({name} loss)")
-
-        def column(y):
-            return None if y is None else y.astype("float32").reshape(-1, 1)
-
-        return column(data.y_train), column(data.y_val)
-    if top >= units:
-        raise SpecError(
-            "data",
-            f"labels go up to {top} but the model has {units} outputs; labels must be 0 to {units - 1}",
-        )
-    if kind == "sparse":
-        return data.y_train, data.y_val
-    notes.append(f"labels one-hot encoded to {units} classes for the model's {name} loss (it compares whole rows)")
-    eye = np.eye(units, dtype="float32")
-    return eye[data.y_train], (eye[data.y_val] if data.y_val is not None else None)

@@ -121,11 +121,51 @@ def test_optional_test_split_and_labels(tmp_path):
     assert data.y_train is None and data.x_test is None and data.num_classes is None
 
 
-def test_column_labels_are_flattened(tmp_path):
+def test_targets_are_kept_as_stored_and_column_labels_flattened_for_the_classifiers(tmp_path):
     arrays = _arrays()
     arrays["y_train"] = arrays["y_train"].reshape(-1, 1).astype(np.float64)
+    arrays["y_test"] = arrays["y_test"].reshape(-1, 1).astype(np.float64)
     data = load_dataset(str(_h5(tmp_path, **arrays)))
-    assert data.y_train.shape == (12,) and data.y_train.dtype == np.int64
+    assert data.y_train.shape == (12, 1) and data.y_train.dtype == np.float64  # the model's loss decides later
+    assert data.num_classes == 3
+    prep = prepare_arrays(data, "mlp", 12, 4)
+    assert prep.y_train.shape == (12,) and prep.y_train.dtype == np.int32
+    assert np.array_equal(prep.y_train, np.arange(12) % 3)
+
+
+@pytest.mark.parametrize(
+    "y,shape",
+    [
+        (np.eye(3, dtype=np.float32)[np.arange(12) % 3], (3,)),  # one-hot
+        (np.linspace(-1, 1, 12), ()),  # regression values
+        (np.zeros((12, 2, 2)), (2, 2)),  # targets of any trailing shape
+    ],
+)
+def test_one_hot_regression_and_shaped_targets_load_for_a_users_model(tmp_path, y, shape):
+    arrays = _arrays()
+    arrays["y_train"], arrays["y_test"] = y, y[:4]
+    data = load_dataset(str(_npz(tmp_path, **arrays)))
+    assert data.y_train.shape[1:] == shape and data.num_classes is None
+    prep = prepare_arrays(data, "keras-file", 12, 4)
+    assert np.array_equal(prep.y_train, y) and prep.targets.shape == shape
+
+
+CLASS_INDEX_REFUSALS = [
+    ("fractional labels", np.full(12, 0.5), "not whole numbers"),
+    ("negative labels", np.full(12, -1), "negative label (-1)"),
+    ("one-hot labels", np.eye(12, 3), "not one-hot"),
+]
+
+
+@pytest.mark.parametrize("y,phrase", [c[1:] for c in CLASS_INDEX_REFUSALS], ids=[c[0] for c in CLASS_INDEX_REFUSALS])
+def test_the_mnist_classifiers_need_class_indices(tmp_path, y, phrase):
+    arrays = _arrays()
+    arrays["y_train"], arrays["y_test"] = y, y[:4]
+    path = _npz(tmp_path, **arrays)
+    data = load_dataset(str(path))
+    with pytest.raises(DataError) as info:
+        prepare_arrays(data, "mlp", 12, 4)
+    assert phrase in str(info.value) and str(path) in str(info.value) and info.value.field == "data"
 
 
 def _with(**changes) -> dict:
@@ -148,10 +188,8 @@ BAD_ARRAYS = [
     ("string labels", _with(y_train=np.array(["cat"] * 12)), "not numeric"),
     ("NaN in x", _with(x_train=np.full((12, 2), np.nan)), "24 NaN or inf values"),
     ("inf in x_test", _with(x_test=np.array([[np.inf, 0.0]] * 4), x_train=np.zeros((12, 2))), "NaN or inf"),
-    ("fractional labels", _with(y_train=np.full(12, 0.5)), "not whole numbers"),
-    ("NaN labels", _with(y_train=np.full(12, np.nan)), "not whole numbers"),
-    ("negative labels", _with(y_train=np.full(12, -1)), "negative label (-1)"),
-    ("one-hot labels", _with(y_train=np.eye(12, 3)), "not one-hot"),
+    ("NaN labels", _with(y_train=np.full(12, np.nan)), "y_train contains 12 NaN or inf values"),
+    ("y_test shape", _with(y_test=np.zeros((4, 2))), "both splits must have the same target shape"),
 ]
 
 
@@ -164,7 +202,7 @@ def test_bad_arrays_are_refused_naming_the_file(tmp_path, writer, arrays, phrase
 
 def test_missing_file_and_unknown_source(tmp_path):
     _refused(tmp_path / "nothing.npz", "does not exist")
-    _refused(tmp_path / "data.csv", "is not a data source")
+    _refused(tmp_path / "data.txt", "is not a data source")
 
 
 def test_not_an_npz_or_hdf5(tmp_path):
@@ -234,7 +272,9 @@ def test_keras_column_labels_are_flattened(monkeypatch):
 
     _fake_keras(monkeypatch, cifar)
     data = load_keras_dataset("cifar10")
-    assert data.y_train.shape == (6,) and data.y_test.shape == (2,) and data.sample_shape == (32, 32, 3)
+    assert data.y_train.shape == (6, 1) and data.sample_shape == (32, 32, 3) and data.num_classes == 6
+    prep = prepare_arrays(data, "cnn", 6, 2)
+    assert prep.y_train.shape == (6,) and prep.y_val.shape == (2,)
 
 
 def test_unknown_keras_dataset():
@@ -258,7 +298,9 @@ def bundled() -> Dataset:
     [("autoencoder", (784,), False), ("mlp", (784,), True), ("cnn", (28, 28, 1), True), ("keras-file", (28, 28), True)],
 )
 def test_prepare_shapes_and_scaling(bundled, workload, shape, labels):
-    prep = prepare_arrays(bundled, workload, samples=300, val_samples=50)
+    # the MNIST workloads scale integer pixels by 1/255 themselves; a user's model needs --scale 255
+    scale = 255.0 if workload == "keras-file" else None
+    prep = prepare_arrays(bundled, workload, samples=300, val_samples=50, scale=scale)
     assert prep.x_train.shape == (300, *shape) and prep.x_val.shape == (50, *shape)
     assert prep.x_train.dtype == np.float32 and prep.input_shape == shape
     assert prep.x_train.min() == 0.0 and prep.x_train.max() == 1.0
@@ -267,10 +309,19 @@ def test_prepare_shapes_and_scaling(bundled, workload, shape, labels):
     assert prep.has_labels and prep.num_classes == 10
     assert prep.target_is_input is (workload == "autoencoder")
     if labels:
-        assert prep.y_train.dtype == np.int32 and np.array_equal(prep.y_train, bundled.y_train[:300])
+        assert np.array_equal(prep.y_train, bundled.y_train[:300])
         assert np.array_equal(prep.y_val, bundled.y_test[:50])
     else:
         assert prep.y_train is prep.x_train and prep.y_val is prep.x_val
+
+
+def test_a_users_model_gets_its_inputs_as_stored_unless_scale_is_given(bundled):
+    prep = prepare_arrays(bundled, "keras-file", samples=20, val_samples=5)
+    assert prep.x_train.dtype == np.uint8 and np.array_equal(prep.x_train, bundled.x_train[:20])
+    assert prep.scale is None
+    scaled = prepare_arrays(bundled, "keras-file", samples=20, val_samples=5, scale=2.0)
+    assert scaled.x_train.dtype == np.float32 and np.array_equal(scaled.x_train, bundled.x_train[:20] / np.float32(2))
+    assert scaled.scale == 2.0
 
 
 def test_float_data_is_kept_and_column_images_get_a_channel(tmp_path):
@@ -345,3 +396,54 @@ def test_home_relative_file_is_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     _npz(tmp_path, "mine.npz", **_arrays())
     assert load_dataset("~/mine.npz").name == "mine"
+
+
+# ---------------------------------------------------------------- CSV tables
+
+
+def _csv(tmp_path: Path, text: str, name: str = "table.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_csv_columns_become_x_and_y_and_the_last_rows_validate(tmp_path):
+    rows = "\n".join(f"{i},{i * 2},{i % 3}" for i in range(10))
+    path = _csv(tmp_path, "size,rooms,price\n" + rows + "\n\n")
+    data = load_dataset(str(path), target_column="price", val_fraction=0.2)
+    assert data.x_train.shape == (8, 2) and data.y_train.shape == (8,) and data.x_test.shape == (2, 2)
+    assert data.x_train[:, 0].tolist() == list(range(8)) and data.x_test[:, 0].tolist() == [8, 9]  # file order
+    assert data.y_test.tolist() == [8 % 3, 9 % 3]
+    two = load_dataset(str(path), target_column="rooms,price", val_fraction=0.0)
+    assert two.x_train.shape == (10, 1) and two.y_train.shape == (10, 2) and two.x_test is None
+
+
+@pytest.mark.parametrize(
+    "text,target,field,phrase",
+    [
+        ("a,b\n1,2\n3,x\n", "b", "data", "line 3, column 'b' holds 'x', which is not a number"),
+        ("a,b\n1,2\n3\n", "b", "data", "line 3 has 1 cells but the header names 2 columns"),
+        ("a,b\n1,2\n", "c", "target_column", "has no column 'c'; its columns are a, b"),
+        ("a,b\n1,2\n", "a,b", "target_column", "every column is a target"),
+        ("a,b\n", "b", "data", "at least one row of numbers"),
+    ],
+)
+def test_csv_mistakes_are_one_line_naming_the_cell(tmp_path, text, target, field, phrase):
+    path = _csv(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_dataset(str(path), target_column=target)
+    assert info.value.field == field and phrase in str(info.value) and "\n" not in str(info.value)
+
+
+def test_csv_in_a_spec_needs_a_target_and_counts_its_split(tmp_path):
+    from batchlab.core.spec import build_spec, spec_errors
+
+    path = _csv(tmp_path, "a,b,y\n" + "\n".join(f"{i},{i},{i}" for i in range(50)))
+    assert "CSV data needs the target column named" in spec_errors({"data": str(path)})["target_column"].message
+    spec = build_spec({"data": str(path), "target_column": "y", "batch_sizes": "8"})
+    assert (spec.samples, spec.val_samples) == (40, 10)  # val_fraction 0.2 by default: the last 10 rows
+    spec = build_spec({"data": str(path), "target_column": "y", "val_fraction": "0.5", "batch_sizes": "8"})
+    assert (spec.samples, spec.val_samples) == (25, 25)
+    errors = spec_errors({"data": str(path), "target_column": "y", "val_fraction": "1"})
+    assert "out of range" in errors["val_fraction"].message
+    assert "CSV data" in spec_errors({"target_column": "y"})["target_column"].message  # bundled data has labels

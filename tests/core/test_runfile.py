@@ -573,6 +573,7 @@ def documented_sweep() -> list[dict]:
             event.update(lr=0.001)
             plan = LrPlan(0.01, 0.04, 12, "step", 120, 0.1, 24, 2, "linear", 16)
             event.update(plan.attrs())  # a spec with a learning rate records its rate plan
+            event.update(task="classification", targets="class indices")
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
     evaluation = {name: 1 for name in EVAL_COLUMN_NAMES}
@@ -603,3 +604,21 @@ def test_format_document_names_exactly_what_a_fresh_file_holds(tmp_path):
     for column in (*STEP_COLUMNS, *EPOCH_COLUMNS, *EVAL_COLUMNS):
         row = f"| `{column.name}` | {column.dtype} | {column.units or '—'} | {column.long_name} |"
         assert row in text, f"docs/runfile-format.md lacks the row {row}"
+
+
+def test_compiled_metrics_are_a_per_run_group_one_value_per_epoch(tmp_path):
+    events = full_sweep()
+    epochs = [e for e in events if e["type"] == EPOCH_ENDED and e["run"] == 0]
+    assert len(epochs) >= 2
+    epochs[0]["metrics"] = {"train_mae": 0.5, "val_mae": 0.75}
+    epochs[1]["metrics"] = {"train_mae": 0.25, "train_auc": 0.9}  # no validation; a metric appears late
+    path = write(tmp_path / "metrics.h5", events)
+    run = read_run_file(path).runs[0]
+    assert set(run.metrics) == {"train_mae", "val_mae", "train_auc"}
+    assert run.metrics["train_mae"].tolist() == [0.5, 0.25]
+    assert run.metrics["val_mae"][0] == 0.75 and np.isnan(run.metrics["val_mae"][1])
+    assert np.isnan(run.metrics["train_auc"][0]) and run.metrics["train_auc"][1] == 0.9
+    with h5py.File(path, "r") as f:
+        ds = f["runs/run_000/metrics/val_mae"]
+        assert ds.attrs["units"] == "" and "validation data" in ds.attrs["long_name"]
+    assert read_run_file(path).runs[1].metrics == {}

@@ -141,6 +141,7 @@ def test_home_relative_paths_are_expanded(tmp_path, monkeypatch):
     spec = build_spec({"data": "~/x.npz", "workload": "keras-file", "model_file": "~/m.keras", "optimizer": "adam"})
     assert spec.data == str(tmp_path / "x.npz")
     assert spec.model_file == str(tmp_path / "m.keras")
+    assert (spec.samples, spec.val_samples, spec.batch_sizes) == (4, 0, (4,))  # defaults that fit the 4 rows
     assert "does not exist" in spec_errors({"data": "~/missing.npz"})["data"].message
 
 
@@ -151,3 +152,25 @@ def test_preset_and_user_values_merge_one_way():
     assert set(merged) == set(SweepSpec().flat())
     assert preset_values(given, blank_means_default=True)["lr"] == 0.02  # an option not given
     assert preset_values({})["preset"] == "mnist-autoencoder"
+
+
+def test_a_data_file_sets_the_counts_it_holds_and_a_model_file_the_user_model_preset(tmp_path):
+    data = tmp_path / "d.npz"
+    np.savez(data, x_train=np.zeros((2500, 3)), y_train=np.zeros(2500), x_test=np.zeros((500, 3)), y_test=np.zeros(500))
+    (tmp_path / "m.keras").write_bytes(b"")
+    spec = build_spec({"model_file": str(tmp_path / "m.keras"), "data": str(data)})
+    assert (spec.preset, spec.workload, spec.optimizer) == ("keras-file", "keras-file", "model")
+    assert (spec.samples, spec.val_samples) == (2500, 500)
+    assert spec.batch_sizes == PRESETS["keras-file"].defaults["batch_sizes"]  # all fit 2,500 rows
+    assert build_spec({"data": str(data), "samples": "100", "batch_sizes": "10"}).samples == 100
+    # a value larger than the file holds names the count, under its own field
+    errors = spec_errors({"data": str(data), "samples": "5000", "val_samples": "1000"})
+    assert errors["samples"].message.startswith("5000 training samples asked for but 'd' has 2500; use 1 to 2500")
+    assert "1000 validation samples asked for but 'd' has 500; use 0 to 500" in errors["val_samples"].message
+    # left empty (the window's fields): everything the file holds; the bundled data has no such default
+    assert build_spec({"data": str(data), "samples": " ", "val_samples": "", "batch_sizes": "8"}).samples == 2500
+    assert "not an integer" in spec_errors({"samples": ""})["samples"].message
+    # a file's spec (every field present) is rebuilt as it was
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+    # the bundled data keeps the preset's counts
+    assert build_spec({}).samples == PRESETS["mnist-autoencoder"].defaults["samples"]

@@ -1,0 +1,52 @@
+"""The setup panel describes a chosen model and data file, fills in the data's counts, and shows a
+shape mismatch under the data field before Run, all without importing TensorFlow in the window."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from PySide6.QtWidgets import QFileDialog
+
+from tests.core.helpers import save_keras_model
+
+MODEL = """
+inputs = keras.Input((5,))
+hidden = keras.layers.Dense(4, activation="relu")(inputs)
+model = keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(hidden))
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+"""
+
+
+def test_model_and_data_are_described_and_a_mismatch_shows_before_run(main_window, tmp_path, monkeypatch):
+    w = main_window
+    model = save_keras_model(MODEL, tmp_path / "m.keras")
+    good, wide = tmp_path / "good.npz", tmp_path / "wide.npz"
+    classes = np.arange(30) % 3
+    np.savez(good, x_train=np.zeros((30, 5), "float32"), y_train=classes, x_test=np.zeros((6, 5)), y_test=classes[:6])
+    np.savez(wide, x_train=np.zeros((30, 4), "float32"), y_train=classes)
+
+    w.setup.set_values({"preset": "keras-file", "model_file": str(model), "batch_sizes": "8"})
+    assert w.setup.model_info.isVisible()
+    # 5*4+4 + 4*3+3 = 39 parameters, read from the weights file's shapes
+    assert w.setup.model_info.text() == "input (5,) float32 → output (3,); loss sparse_categorical_crossentropy; " + (
+        "metrics accuracy; 39 parameters"
+    )
+
+    # choosing a data file fills in everything it holds
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(good), ""))
+    choose = w.setup.data.findData("__choose__")
+    w.setup.data.setCurrentIndex(choose)
+    w.setup.data.activated.emit(choose)
+    assert (w.setup.samples.text(), w.setup.val_samples.text()) == ("30", "6")
+    assert w.setup.data_info.text() == "x_train (30, 5); y_train (30,); x_test (6, 5); y_test (6,)"
+    assert w.setup.valid, w.setup.errors
+
+    # samples of another width: said under the data field, and Run stays off
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(wide), ""))
+    choose = w.setup.data.findData("__choose__")
+    w.setup.data.setCurrentIndex(choose)
+    w.setup.data.activated.emit(choose)
+    assert w.setup.errors["data"] == "x samples have shape (4,) but the model's input has shape (5,)"
+    assert w.setup._error_labels["data"].isVisible() and not w.actions["run"].isEnabled()
+    assert "tensorflow" not in sys.modules
