@@ -755,6 +755,15 @@ def _fit_to_data(parsed: dict[str, Any], errors: dict[str, SpecError], given: se
         errors.setdefault("data", e)
         return
     name = os.path.splitext(os.path.basename(data))[0]
+    target = parsed.get("target")
+    if counts.validation == 0 and target and "target" not in errors:
+        metric = parse_target_text(target).metric
+        if metric in VALIDATION_METRICS:  # said here, before val_samples defaults to the 0 rows there are
+            errors["target"] = SpecError(
+                "target",
+                f"{target} needs validation, but data '{name}' has no test split (x_test); "
+                "add x_test and y_test to the file or use a train_loss target",
+            )
     for field_name, available, lowest, split in (
         ("samples", counts.train, 1, "training"),
         ("val_samples", counts.validation, 0, "validation"),

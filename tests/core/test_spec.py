@@ -174,3 +174,12 @@ def test_a_data_file_sets_the_counts_it_holds_and_a_model_file_the_user_model_pr
     assert SweepSpec.from_dict(spec.to_dict()) == spec
     # the bundled data keeps the preset's counts
     assert build_spec({}).samples == PRESETS["mnist-autoencoder"].defaults["samples"]
+
+
+def test_a_validation_target_on_a_file_without_a_test_split_says_so(tmp_path):
+    data = tmp_path / "train_only.npz"
+    np.savez(data, x_train=np.zeros((100, 4)), y_train=np.zeros(100))
+    errors = spec_errors({"preset": "mnist-mlp", "data": str(data), "batch_sizes": "10", "target": "val_loss=0.5"})
+    assert "has no test split (x_test)" in errors["target"].message
+    spec = build_spec({"preset": "mnist-mlp", "data": str(data), "batch_sizes": "10", "target": "train_loss=0.5"})
+    assert spec.val_samples == 0
