@@ -14,7 +14,7 @@ import pyqtgraph as pg
 import pytest
 from batchlab.core.model import SweepData
 from batchlab.gui.files import export_plot
-from batchlab.gui.plot_style import make_plot
+from batchlab.gui.plot_style import configure_pyqtgraph, make_plot
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
@@ -29,6 +29,9 @@ PAIR = re.compile(r"(-?[\d.]+(?:e-?\d+)?),(-?[\d.]+(?:e-?\d+)?)")
 @pytest.fixture
 def known_plot(qtbot):
     """A batch-size plot as the summary draws it: a red curve with round markers at known points."""
+    # pyqtgraph's options (antialiasing) are process-wide: set them as the app does before its first plot,
+    # so this plot is the same whether or not an earlier test opened the window.
+    configure_pyqtgraph()
     widget = make_plot("loss", "batch size", None, "loss", None, log2_x=True)
     x, y = np.array(POINTS).T
     widget.plot(x, y, pen=pg.mkPen("#ff0000"), symbol="o", symbolBrush="#3232c8", name="loss")
@@ -132,7 +135,9 @@ def test_png_is_the_widget_at_twice_its_size(known_plot, tmp_path):
     halved = image.scaled(600, 400, Qt.AspectRatioMode.IgnoreAspectRatio, Qt.TransformationMode.SmoothTransformation)
     shown = _array(known_plot.grab().toImage())
     # Legend, labels, markers and axes all scaled alike: halved, the export looks like the widget.
-    assert _block_difference(shown, _array(halved), block=24) < 25
+    # With antialiasing on (as the app draws), the halved 2x curve differs from the 1x one by up to ~26 in
+    # a tile; a drawing scaled 1.25x off (text at another size) differs by ~51.
+    assert _block_difference(shown, _array(halved), block=24) < 35
 
     def red(a: np.ndarray) -> float:  # the curve's ink (red over green and blue; BGR order), in pixels
         return float(np.clip(a[..., 2] - a[..., :2].max(axis=2), 0, None).sum() / 255)
