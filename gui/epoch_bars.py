@@ -22,12 +22,18 @@ class EpochBars:
         self.plot_item = plot_item
         self.colours = colours
         self.items: dict[tuple[str, str], pg.BarGraphItem] = {}
-        legend = plot_item.legend
-        grey = QColor(PLOT_COLOURS["neutral"])
+        self.samples: dict[str, pg.BarGraphItem] = {}  # segment -> its legend sample
         for seg, _ in SEGMENTS:
-            sample = pg.BarGraphItem(x=[0], height=[1], width=1, brush=segment_brush(seg, grey, False))
-            legend.addItem(sample, seg)
+            self.samples[seg] = pg.BarGraphItem(x=[0], height=[1], width=1)
+            plot_item.legend.addItem(self.samples[seg], seg)
+        self.restyle_legend()
         sync_legend(plot_item)
+
+    def restyle_legend(self) -> None:
+        """Legend samples in the theme's neutral colour (again after a theme switch)."""
+        grey = QColor(PLOT_COLOURS["neutral"])
+        for seg, sample in self.samples.items():
+            sample.setOpts(brush=segment_brush(seg, grey, False), pen=pg.mkPen(PLOT_COLOURS["foreground"]))
 
     def remove(self, source: str) -> None:
         for key in [k for k in self.items if k[0] == source]:

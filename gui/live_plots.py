@@ -124,7 +124,7 @@ class LivePlots(QWidget):
         self._phase: tuple = ()  # what the main sweep was doing at the last snapshot, and since when
         self._phase_since = 0.0
         self._legend_named: set[tuple[str, str, int]] = set()
-        self._style_named: set[str] = set()
+        self._style_named: dict[str, pg.PlotDataItem] = {}  # series -> its grey legend sample
         self._memory_label = ""
         self.bars = EpochBars(self.plots["epoch_split"].getPlotItem(), colours)
         self._bars_drawn: set[str] = set()  # sources whose bars were drawn
@@ -409,12 +409,20 @@ class LivePlots(QWidget):
     def _add_style_legend(self, series: str) -> None:
         if series not in STYLE_LEGEND or series in self._style_named:
             return
-        self._style_named.add(series)
-        plot_id, _x, _y, _t, symbol, style = SERIES[series]
-        grey = QColor(PLOT_COLOURS["neutral"])
-        pen = pg.mkPen(grey, width=1.6, style=style or Qt.PenStyle.SolidLine)
-        sample = pg.PlotDataItem([0], [0], pen=pen, symbol=symbol, symbolPen=pen, symbolBrush=grey)
+        plot_id, _x, _y, _t, symbol, _style = SERIES[series]
+        sample = pg.PlotDataItem([0], [0], symbol=symbol)
+        self._style_named[series] = sample
+        self._style_sample(series)
         self.plots[plot_id].getPlotItem().legend.addItem(sample, STYLE_LEGEND[series])
+
+    def _style_sample(self, series: str) -> None:
+        """Draw a style legend sample in the theme's neutral colour (again after a theme switch)."""
+        grey = QColor(PLOT_COLOURS["neutral"])
+        pen = pg.mkPen(grey, width=1.6, style=SERIES[series][5] or Qt.PenStyle.SolidLine)
+        sample = self._style_named[series]
+        sample.setPen(pen)
+        sample.setSymbolPen(pen)
+        sample.setSymbolBrush(grey)
 
     # ------------------------------------------------------------ selection and colours
 
@@ -428,6 +436,9 @@ class LivePlots(QWidget):
             run = self.sources.get(source).runs.get(index) if source in self.sources else None
             if run is not None:
                 self._style_curve(curve, run.batch_size)
+        for series in self._style_named:
+            self._style_sample(series)
+        self.bars.restyle_legend()
         self._bars_drawn.clear()
         self.refresh()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
+from batchlab.gui.theme import contrast_ratio, relative_luminance
 from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGridLayout, QWidget
@@ -104,7 +105,26 @@ class BatchColours:
             name = PALETTE[self._order.index(batch_size) % len(PALETTE)]
         else:
             name = PALETTE[int(math.log2(max(batch_size, 1))) % len(PALETTE)]
-        return QColor(PLOT_COLOURS["foreground"] if name == _INK else name)
+        return legible(QColor(PLOT_COLOURS["foreground"] if name == _INK else name))
+
+
+LINE_CONTRAST = 3.0  # WCAG's minimum for graphics against their background
+
+
+def legible(colour: QColor) -> QColor:
+    """On a dark plot background, a palette colour lightened until it has 3:1 contrast (#8C564B is 2.75:1 there).
+
+    Light plots keep the palette as it is: the light theme's look is unchanged.
+    """
+    background = QColor(PLOT_COLOURS["background"])
+    if relative_luminance(background) > 0.18:
+        return colour
+    c = QColor(colour)
+    for _ in range(20):
+        if contrast_ratio(c, background) >= LINE_CONTRAST:
+            break
+        c = c.lighter(112)
+    return c
 
 
 def run_pen(

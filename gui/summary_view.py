@@ -14,6 +14,7 @@ import pyqtgraph as pg
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.plot_style import (
     MIB,
+    PLOT_COLOURS,
     STATUS_MARKS,
     BatchColours,
     ZeroAnchor,
@@ -204,7 +205,8 @@ class SummaryView(QWidget):
         if ok_values:
             batches = sorted(ok_values)
             means = [float(np.mean(ok_values[b])) for b in batches]
-            line_pen = pg.mkPen("#444444", width=1.2, style=pg.QtCore.Qt.PenStyle.DashLine if compare else None)
+            style = pg.QtCore.Qt.PenStyle.DashLine if compare else None
+            line_pen = pg.mkPen(PLOT_COLOURS["neutral"], width=1.2, style=style)
             # a legend only when two sweeps are overlaid: the dashed line is the comparison
             name = f"{data.label or source}: mean over seeds" if len(self.sources) > 1 else None
             line = pg.PlotDataItem(np.log2(batches), means, pen=line_pen, name=name)

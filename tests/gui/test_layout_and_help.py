@@ -366,3 +366,94 @@ def test_plots_never_wider_than_their_view_and_legends_fit(main_window, tmp_path
                 assert box.height() <= LEGEND_MAX_SHARE * item.height() + 1, name  # the data keeps its room
     if width >= 1440:  # room enough: the batch sizes are named beside the loss curves
         assert w.live.plots["loss_step"].getPlotItem().legend.isVisible()
+
+
+def drawn_colours(plot) -> list[tuple[str, str, object]]:
+    """(what, "line"/"text", colour) for every pen, brush and text a plot draws, legend and title included."""
+    import pyqtgraph as pg
+
+    item = plot.getPlotItem()
+    out = []
+
+    def add_pen(what, pen):
+        pen = pg.mkPen(pen)
+        if pen.style() != Qt.PenStyle.NoPen:
+            out.append((what, "line", pen.color()))
+
+    def add_brush(what, brush):
+        brush = pg.mkBrush(brush)
+        if brush.style() != Qt.BrushStyle.NoBrush:
+            out.append((what, "line", brush.color()))
+
+    def add_item(what, it):
+        if isinstance(it, pg.PlotDataItem):
+            if it.xData is None or not len(it.xData):
+                return
+            add_pen(what, it.opts["pen"])
+            if it.opts["symbol"] is not None:
+                add_pen(what + " symbol", it.opts["symbolPen"])
+                add_brush(what + " symbol", it.opts["symbolBrush"])
+        elif isinstance(it, pg.ScatterPlotItem):
+            for point in it.points():
+                add_pen(what + " marker", point.pen())
+                add_brush(what + " marker", point.brush())
+        elif isinstance(it, pg.BarGraphItem):
+            for pen in it.opts.get("pens") or [it.opts.get("pen")]:
+                if pen is not None:
+                    add_pen(what + " bar", pen)
+            for brush in it.opts.get("brushes") or [it.opts.get("brush")]:
+                if brush is not None:
+                    add_brush(what + " bar", brush)
+        elif isinstance(it, pg.TextItem):
+            out.append((what + f" label {it.textItem.toPlainText()!r}", "text", it.color))
+
+    for it in item.items:
+        add_item(type(it).__name__, it)
+    for sample, label in item.legend.items:
+        add_item(f"legend sample {label.text!r}", sample.item)
+        drawn = re.search(r"color:\s*(#[0-9a-fA-F]{6})", label.item.toHtml()).group(1)
+        out.append((f"legend text {label.text!r}", "text", drawn))
+    if item.titleLabel.text:
+        drawn = re.search(r"color:\s*(#[0-9a-fA-F]{6})", item.titleLabel.item.toHtml()).group(1)
+        out.append(("title", "text", drawn))
+    return out
+
+
+def test_dark_theme_every_plot_colour_stands_out_also_after_switching_with_plots_drawn(
+    main_window, light_afterwards, tmp_path
+):
+    """Greys hard-coded for the light theme (#444444, #555555) were 1.7:1 and 2.2:1 on the dark plots."""
+    w = main_window
+    w.resize(1440, 900)
+    many = (4, 8, 16, 32, 64, 128, 256, 512)  # the 7th palette colour, #8C564B, is 2.75:1 on dark as it is
+    w.open_compare(write_run_file(tmp_path / "b.h5", batch_sizes=many, epochs=2))
+    w.open_file(write_run_file(tmp_path / "a.h5", batch_sizes=many, statuses=["ok"] * 7 + ["oom"], epochs=2))
+    w.actions.theme_actions["light"].trigger()
+    for tab in (0, 1):  # every plot drawn in the light theme first
+        w.views.setCurrentIndex(tab)
+        w.refresh(full=True)
+        QApplication.processEvents()
+    w.actions.theme_actions["dark"].trigger()
+    for tab in (0, 1):
+        w.views.setCurrentIndex(tab)
+        w.refresh(full=True)
+        QApplication.processEvents()
+    background = themes.DARK.plot_background
+    checked, weak = 0, []
+    for name, plot in {**w.live.plots, **w.summary.plots}.items():
+        assert plot.backgroundBrush().color().name() == background.lower()
+        for what, kind, colour in drawn_colours(plot):
+            checked += 1
+            need = 4.5 if kind == "text" else 3.0
+            if themes.contrast_ratio(colour, background) < need:
+                weak.append((name, what, pg_name(colour)))
+    assert not weak, weak
+    kinds = {what.split()[0] for plot in w.summary.plots.values() for what, _k, _c in drawn_colours(plot)}
+    assert {"PlotDataItem", "ScatterPlotItem", "TextItem", "title"} <= kinds  # mean line, markers, OOM label
+    assert checked > 200
+
+
+def pg_name(colour) -> str:
+    from PySide6.QtGui import QColor
+
+    return QColor(colour).name()
