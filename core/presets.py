@@ -10,6 +10,8 @@ DEFAULT_PRESET = "mnist-autoencoder"
 
 POWERS_OF_TWO_8_TO_512 = (8, 16, 32, 64, 128, 256, 512)
 POWERS_OF_TWO_16_TO_1024 = (16, 32, 64, 128, 256, 512, 1024)
+POWERS_OF_TWO_1_TO_512 = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+POWERS_OF_FOUR_16_TO_4096 = (16, 64, 256, 1024, 4096)
 
 # Settings every preset starts from; a preset lists only what it changes.
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -107,6 +109,78 @@ PRESETS: dict[str, Preset] = {
                 "optimizer": "adam",
                 "lr": 0.001,
                 "shuffle": True,
+            },
+        ),
+        # The published experiments (docs/experiments.md: commands, what this machine measured, the papers').
+        Preset(
+            name="mnist-cnn-98",
+            title="MNIST CNN to 98% validation accuracy",
+            description=(
+                "The mnist-cnn model and optimizer (SGD 0.02, momentum 0.5), batch sizes 1 to 512, each trained "
+                "until validation accuracy is above 0.98 (evaluated every 50 steps and at epoch ends), at most "
+                "10 epochs; steps, examples and time to target per batch size."
+            ),
+            defaults={
+                **COMMON_DEFAULTS,
+                "workload": "cnn",
+                "samples": 10000,
+                "val_samples": 2000,
+                "epochs": 10,  # the most a run may train
+                "batch_sizes": POWERS_OF_TWO_1_TO_512,
+                "optimizer": "sgd",
+                "lr": 0.02,
+                "momentum": 0.5,
+                "shuffle": True,
+                "target": "val_accuracy=0.98",
+                "eval_every": 50,
+            },
+        ),
+        Preset(
+            name="golmant-lsr",
+            title="Steps to a training loss under linear LR scaling",
+            description=(
+                "Golmant et al. 2018: optimizer steps until the training loss is below 0.1, MLP on 4,096 "
+                "images, batch sizes 16 to 4,096, SGD with lr 0.01 x B/16 (LSR) after a 2-epoch warmup; "
+                "--lr-rule constant (BLR) or sqrt (SRSR) for the other two rules."
+            ),
+            defaults={
+                **COMMON_DEFAULTS,
+                "workload": "mlp",
+                "samples": 4096,
+                "val_samples": 0,
+                "epochs": 200,  # the most a run may train
+                "batch_sizes": POWERS_OF_FOUR_16_TO_4096,
+                "optimizer": "sgd",
+                "lr": 0.01,
+                "shuffle": True,
+                "target": "train_loss=0.1",
+                "eval_every": 10,
+                "lr_rule": "linear",
+                "lr_base_batch": 16,
+                "warmup": 2.0,
+            },
+        ),
+        Preset(
+            name="shallue-mnist",
+            title="Steps to validation error 0.01, rate from the range test",
+            description=(
+                "Shallue et al. 2018: the mnist-cnn model with SGD momentum 0.9, batch sizes 16 to 1,024, each "
+                "trained until validation error is below 0.01 (every 50 steps and at epoch ends), at most "
+                "20 epochs; run batchlab lr-find first and pass its file with --lr-from."
+            ),
+            defaults={
+                **COMMON_DEFAULTS,
+                "workload": "cnn",
+                "samples": 10000,
+                "val_samples": 2000,
+                "epochs": 20,  # the most a run may train
+                "batch_sizes": POWERS_OF_TWO_16_TO_1024,
+                "optimizer": "sgd",
+                "lr": 0.02,  # used only without --lr-from
+                "momentum": 0.9,
+                "shuffle": True,
+                "target": "val_error=0.01",
+                "eval_every": 50,
             },
         ),
         Preset(

@@ -1,0 +1,61 @@
+"""The presets that reproduce published experiments (docs/experiments.md): valid specs, and a small end-to-end run."""
+
+import h5py
+import numpy as np
+import pytest
+from batchlab.core.spec import SpecError, build_spec
+
+from tests.core.test_cli import batchlab
+
+
+def test_mnist_cnn_98_is_the_published_cnn_trained_to_98_percent():
+    spec = build_spec({"preset": "mnist-cnn-98"})
+    assert spec.workload == "cnn" and spec.optimizer == "sgd" and spec.lr == 0.02 and spec.momentum == 0.5
+    assert spec.batch_sizes == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    assert spec.target == "val_accuracy=0.98" and spec.eval_every == 50
+    assert spec.val_samples > 0  # a validation target needs validation samples
+
+
+@pytest.mark.parametrize("rule", ["linear", "constant", "sqrt"])
+def test_golmant_preset_builds_under_each_of_the_three_rules(rule):
+    spec = build_spec({"preset": "golmant-lsr", "lr_rule": rule})
+    assert spec.lr_rule == rule and spec.target == "train_loss=0.1" and spec.warmup == 2.0
+    assert max(spec.batch_sizes) == spec.samples == 4096  # batch sizes up to the data size
+    assert spec.lr_base_batch == min(spec.batch_sizes) == 16
+
+
+def test_shallue_preset_targets_validation_error_and_takes_its_rates_from_a_range_test_file(tmp_path):
+    spec = build_spec({"preset": "shallue-mnist"})
+    assert spec.target == "val_error=0.01" and spec.momentum == 0.9 and spec.lr_from is None
+    with pytest.raises(SpecError) as e:  # --lr-from must name a file that exists
+        build_spec({"preset": "shallue-mnist", "lr_from": str(tmp_path / "missing.h5")})
+    assert e.value.field == "lr_from"
+
+
+def test_mnist_cnn_98_made_small_reaches_a_low_target_end_to_end(tmp_path):
+    """The preset's own settings (CNN, SGD 0.02/0.5, target, eval_every), only smaller: it trains to the target."""
+    out = tmp_path / "cnn98.h5"
+    small = ["--samples", "512", "--val-samples", "128", "--batch-sizes", "8,32", "--max-epochs", "10"]
+    result = batchlab(
+        "sweep",
+        "--preset",
+        "mnist-cnn-98",
+        *small,
+        "--target",
+        "val_accuracy=0.3",
+        "--device",
+        "cpu",
+        "--out",
+        out,
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    with h5py.File(out, "r") as f:
+        for name in ("run_000", "run_001"):
+            run = f["runs"][name]
+            assert run.attrs["status"] == "ok" and run.attrs["target"] == "val_accuracy=0.3"
+            accuracy, steps = run["evals/val_accuracy"][()], run["evals/steps"][()]
+            assert accuracy[-1] > 0.3 and (accuracy[:-1] <= 0.3).all()  # stopped at the first crossing
+            assert len(run["steps/step"]) == steps[-1]
+            assert np.isfinite(run["steps/loss"][()]).all()
+    assert "steps to target" in result.stdout
