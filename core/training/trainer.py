@@ -150,6 +150,10 @@ def make_step_function(model) -> Callable:
     return tf.function(one_step, reduce_retracing=True)
 
 
+# Batch of the validation passes at evaluation points inside an epoch (eval_every), when the run's is smaller.
+EVAL_POINT_BATCH = 256
+
+
 def validate(model, x_val, y_val, batch_size: int) -> dict[str, Any]:
     """val_loss, val_accuracy (NaN without), val_time (s) and `metrics` (val_NAME for every compiled
     metric), as fit's validation pass computes them."""
@@ -289,7 +293,9 @@ class InstrumentedLoop:
         wall, train_wall = self._clock(t0), t0 - self.t_run0 - self.eval_total
         setup = self.setup
         if setup.x_val is not None:
-            val_logs = validate(setup.model, setup.x_val, setup.y_val, setup.run.batch_size)
+            # an evaluation point's figures do not depend on the batch it is computed in; at batch 1 a pass
+            # over 2,000 images took 10-20 s here, so these off-the-clock passes use at least EVAL_POINT_BATCH
+            val_logs = validate(setup.model, setup.x_val, setup.y_val, max(setup.run.batch_size, EVAL_POINT_BATCH))
         else:
             val_logs = {"val_loss": math.nan, "val_accuracy": math.nan}
         spent = time.perf_counter() - t0
