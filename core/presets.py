@@ -141,7 +141,7 @@ PRESETS: dict[str, Preset] = {
             description=(
                 "Golmant et al. 2018: optimizer steps until the training loss is below 0.1, MLP on 4,096 "
                 "images, batch sizes 16 to 4,096, SGD with lr 0.01 x B/16 (LSR) after a 2-epoch warmup; "
-                "--lr-rule constant (BLR) or sqrt (SRSR) for the other two rules."
+                "--lr-rule constant --warmup 0 (BLR) or --lr-rule sqrt (SRSR) for the other two rules."
             ),
             defaults={
                 **COMMON_DEFAULTS,

@@ -18,8 +18,10 @@ def test_mnist_cnn_98_is_the_published_cnn_trained_to_98_percent():
 
 @pytest.mark.parametrize("rule", ["linear", "constant", "sqrt"])
 def test_golmant_preset_builds_under_each_of_the_three_rules(rule):
-    spec = build_spec({"preset": "golmant-lsr", "lr_rule": rule})
-    assert spec.lr_rule == rule and spec.target == "train_loss=0.1" and spec.warmup == 2.0
+    # BLR has nothing to warm up (lr0 is its rate at every batch size): the docs give it --warmup 0
+    spec = build_spec({"preset": "golmant-lsr", "lr_rule": rule, **({"warmup": 0} if rule == "constant" else {})})
+    assert spec.lr_rule == rule and spec.target == "train_loss=0.1"
+    assert spec.warmup == (0.0 if rule == "constant" else 2.0)
     assert max(spec.batch_sizes) == spec.samples == 4096  # batch sizes up to the data size
     assert spec.lr_base_batch == min(spec.batch_sizes) == 16
 
