@@ -414,15 +414,52 @@ class ZeroAnchor(pg.GraphicsObject):
 
 
 def let_title_shrink(label: pg.LabelItem) -> None:
-    """A title never makes its plot wider than the view: LabelItem's minimum width is its text's, which
-    widened the plot's layout past a narrow view and cut off the right of the data (1024 px window)."""
+    """A title never makes its plot wider than the view, and one too long for its plot is elided.
+
+    LabelItem's minimum width is its text's, which widened the plot's layout past a narrow view and
+    cut off the right of the data (1024 px window); with that gone the title itself was cut
+    ("Loss vs wall-clock ti"). Now it shows "Loss vs wall-cl…" with the whole title as tooltip;
+    `label.text` stays the whole title (exports and theme switches use it).
+    """
     update_min = label.updateMin
+    set_html = label.item.setHtml
+    whole = {"html": ""}
 
     def shrinkable() -> None:
         update_min()
         label.setMinimumWidth(0)
 
+    def fit() -> None:
+        """Show as much of the title as fits the label's width, the rest elided."""
+        text, html = label.text or "", whole["html"]
+        set_html(html)
+        room = label.rect().width()
+        document = label.item.document()
+        shown = text
+        if room > 0 and text and document.idealWidth() > room:
+            marker = f">{text}<"
+            for n in range(len(text) - 1, 0, -1):
+                shown = text[:n].rstrip() + "\u2026"
+                set_html(html.replace(marker, f">{shown}<"))
+                if document.idealWidth() <= room:
+                    break
+        label.setToolTip(text if shown != text else "")
+
+    def html_set(html: str) -> None:
+        whole["html"] = html
+        fit()
+
+    def refit() -> None:
+        fit()
+        label.item.setPos(0, 0)
+        bounds = label.itemRect()
+        bounds.moveCenter(label.rect().center())
+        label.item.setPos(bounds.topLeft() - label.itemRect().topLeft())
+
     label.updateMin = shrinkable
+    label.item.setHtml = html_set
+    label.geometryChanged.connect(refit)
+    label.setText(label.text)
     shrinkable()
 
 

@@ -457,3 +457,49 @@ def pg_name(colour) -> str:
     from PySide6.QtGui import QColor
 
     return QColor(colour).name()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 700), (1440, 900)])
+def test_every_plot_title_fits_its_plot_whole(main_window, tmp_path, width, height):
+    """At 1024 px the live plots are ~130 px wide: "Loss vs wall-clock time" was cut to "Loss vs wall-clock ti"."""
+    w = main_window
+    w.resize(width, height)
+    assert w.open_file(write_run_file(tmp_path / "t.h5", batch_sizes=(8, 16, 32)))
+    w.live.set_loss_x("wall_time")
+    seen = 0
+    for tab, plots in ((0, w.live.plots), (1, w.summary.plots)):
+        w.views.setCurrentIndex(tab)
+        w.refresh(full=True)
+        QApplication.processEvents()
+        for name, plot in plots.items():
+            label = plot.getPlotItem().titleLabel
+            shown = label.item.toPlainText()
+            assert shown == label.text, (name, shown)  # whole, not elided
+            assert label.item.document().idealWidth() <= label.rect().width() + 0.5, name
+            left = label.mapToScene(label.item.pos()).x()
+            assert 0 <= left and left + label.item.document().idealWidth() <= plot.viewport().width() + 0.5, name
+            seen += 1
+    assert seen == 10
+
+
+def test_a_title_too_long_for_its_plot_is_elided_with_the_whole_title_as_tooltip(qapp, light_afterwards):
+    from batchlab.gui.plot_style import apply_plot_colours, make_plot, set_plot_colours
+
+    title = "Loss vs wall-clock time since the start of the run"
+    plot = make_plot(title, "time", "s", "loss", None)
+    plot.resize(170, 150)
+    plot.show()
+    QApplication.processEvents()
+    label = plot.getPlotItem().titleLabel
+    shown = label.item.toPlainText()
+    assert shown.endswith("\u2026") and title.startswith(shown[:-1].rstrip()) and len(shown) < len(title) // 2
+    assert label.item.document().idealWidth() <= label.rect().width() + 0.5
+    assert label.toolTip() == title and label.text == title  # exports and the theme switch use the whole title
+    set_plot_colours("#1F2023", "#D4D7DC", "#A0A4AA")  # a theme switch re-sets the title's text
+    apply_plot_colours(plot)
+    assert label.item.toPlainText() == shown and "#d4d7dc" in label.item.toHtml().lower()
+    plot.resize(1000, 300)  # room again: whole, no tooltip
+    QApplication.processEvents()
+    assert label.item.toPlainText() == title and label.toolTip() == ""
+    set_plot_colours("#FFFFFF", "#000000", "#555555")
+    plot.close()

@@ -215,7 +215,7 @@ def test_loss_x_axis_choices_log_scale_and_gaps_at_pauses(qapp):
     assert np.isnan(time_curve.yData).sum() == 1  # the validation pause is a gap, not a line
     live.set_loss_x("examples")
     assert curve.xData[-1] == 1000 * 8  # two epochs of 500 steps of 8 examples
-    assert live.plots["loss_step"].getPlotItem().titleLabel.text == "Loss vs examples seen"
+    assert live.plots["loss_step"].getPlotItem().titleLabel.text == "Loss vs examples"
     live.set_loss_x("wall_time", log_x=True)
     assert np.isnan(curve.yData).sum() == 1
     for plot_id in ("loss_step", "loss_time"):
