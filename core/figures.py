@@ -23,6 +23,9 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
   ``examples``, ``epochs`` and ``train_wall_time`` (training time without evaluation passes) are
   steps/examples/epochs/time to target; NaN and ``target_reached`` = 0 when none is (not reached
   within the budget), -1 when the run has no target.
+- running epoch (the live window's provisional points, not a run figure): the epoch of the last
+  step while no epoch row has ended it; the sample-weighted mean loss of its steps so far and
+  their samples over their step durations (as for throughput).
 - peak memory (bytes, -1 unknown): from ``tf_peak_bytes``, else ``device_memory_bytes``, else
   ``rss_peak_bytes``: the largest over all epochs, the first epoch's, and the largest over the
   epochs after the first (steady state, without the first epoch's autotuning scratch).
@@ -123,13 +126,50 @@ def final_loss(steps: Table, epochs: Table) -> float:
     epoch = _column(steps, "epoch", len(loss))
     finished = _column(epochs, "epoch")
     after = epoch > finished[-1] if len(finished) and len(epoch) else np.ones(len(loss), dtype=bool)
-    keep = after & np.isfinite(loss)
+    return _mean_step_loss(steps, after)
+
+
+def _mean_step_loss(steps: Table, rows: np.ndarray) -> float:
+    """Sample-weighted mean of the finite step losses in these rows (a boolean mask); NaN if none."""
+    loss = _column(steps, "loss").astype(np.float64)
+    keep = rows & np.isfinite(loss)
     if not keep.any():
         return math.nan
     weights = _column(steps, "batch_size", len(loss)).astype(np.float64)[keep]
     if not (weights > 0).all():
         weights = np.ones(int(keep.sum()))
     return float(np.average(loss[keep], weights=weights))
+
+
+@dataclass(frozen=True)
+class RunningEpoch:
+    """Provisional figures of the epoch in progress, from its steps so far (its epoch row replaces them)."""
+
+    epoch: int  # 0-based index of the running epoch
+    steps: int  # its steps so far
+    train_loss: float  # sample-weighted mean loss of those steps
+    samples_per_s: float  # their samples over their wall time (step_durations)
+
+
+def running_epoch(steps: Table, epochs: Table) -> RunningEpoch | None:
+    """The epoch the last step belongs to when no epoch row has ended it yet; None when every step's epoch ended.
+
+    The live window's provisional points: the mean loss and the throughput of the running epoch's
+    steps so far. At the epoch's end its epoch row (train_loss, samples_per_s) takes their place.
+    """
+    epoch = _column(steps, "epoch")
+    if not len(epoch):
+        return None
+    current = int(epoch[-1])
+    if current in set(_column(epochs, "epoch").tolist()):
+        return None
+    rows = epoch == current
+    return RunningEpoch(
+        epoch=current,
+        steps=int(rows.sum()),
+        train_loss=_mean_step_loss(steps, rows),
+        samples_per_s=_throughput(steps, epochs, rows),
+    )
 
 
 def total_time(steps: Table, epochs: Table, attrs: Mapping[str, Any]) -> float:

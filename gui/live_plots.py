@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
+from batchlab.core.figures import running_epoch
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.epoch_bars import EpochBars
 from batchlab.gui.plot_style import (
@@ -58,6 +59,10 @@ SERIES = {
     "rss_base": ("memory", "epoch", RSS_BASE, "epochs", None, Qt.PenStyle.DashLine),
 }
 MEMORY_SERIES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
+# Plots with a provisional point for the running epoch (hollow marker): plot id -> RunningEpoch field.
+# Their epoch rows only come at an epoch's end; this point moves with every refresh until then.
+PROVISIONAL = {"loss_epoch": "train_loss", "throughput": "samples_per_s"}
+RUNNING_COLUMNS = ("step", "epoch", "loss", "batch_size", "wall_time", "fetch_time", "step_time")
 
 PLOTS = {
     # plot id -> title, x label, x units, y label, y units. Titles short enough for a 1024 px window
@@ -121,6 +126,7 @@ class LivePlots(QWidget):
         self._curves: dict[tuple[str, int, str], pg.PlotDataItem] = {}
         self._drawn: dict[tuple[str, int, str], tuple] = {}  # (source, run, plot) -> (rows, status) drawn
         self._envelopes: dict[RunKey, StepEnvelope] = {}
+        self._provisional: dict[tuple[str, int, str], pg.PlotDataItem] = {}  # (source, run, plot) -> marker
         self._snapshot: dict[RunKey, tuple[int, int]] = {}  # rows of (steps, epochs) to draw
         self._phase: tuple = ()  # what the main sweep was doing at the last snapshot, and since when
         self._phase_since = 0.0
@@ -164,6 +170,8 @@ class LivePlots(QWidget):
             plot = self.plots[SERIES[key[2]][0]].getPlotItem()
             plot.removeItem(curve)
             plot.legend.removeItem(curve)
+        for key in [k for k in self._provisional if k[0] == source]:
+            self.plots[key[2]].getPlotItem().removeItem(self._provisional.pop(key))
         self._legend_named = {n for n in self._legend_named if n[1] != source}
         self.bars.remove(source)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
@@ -231,12 +239,19 @@ class LivePlots(QWidget):
     def has_pending(self) -> bool:
         """True while some plot has not drawn the current snapshot yet."""
         for plot_id in PLOT_ORDER:
-            table = PLOT_TABLE[plot_id]
             for source, data in self.sources.items():
                 for run in data.runs.values():
-                    if self._drawn.get((source, run.index, plot_id)) != (self._rows(source, run, table), run.status):
+                    if self._drawn.get((source, run.index, plot_id)) != self._state(source, run, plot_id):
                         return True
         return False
+
+    def _state(self, source: str, run: RunData, plot_id: str) -> tuple:
+        """What a plot shows of a run: its rows in the snapshot and its status; the step rows too where
+        a provisional point follows the running epoch's steps."""
+        state = (self._rows(source, run, PLOT_TABLE[plot_id]), run.status)
+        if plot_id in PROVISIONAL and run.status == "running":
+            state += (self._rows(source, run, "steps"),)
+        return state
 
     def update_plot(self, plot_id: str) -> bool:
         """Bring one plot to the snapshot; True if anything visible changed (then Qt repaints it).
@@ -245,14 +260,13 @@ class LivePlots(QWidget):
         """
         if not self.isVisible():
             return False
-        table = PLOT_TABLE[plot_id]
         changed = False
         self.set_points[plot_id] = 0
         for source, data in self.sources.items():
             runs_changed = False
             for run in data.ordered_runs():
                 key = (source, run.index, plot_id)
-                state = (self._rows(source, run, table), run.status)
+                state = self._state(source, run, plot_id)
                 if self._drawn.get(key) == state:
                     continue
                 self._drawn[key] = state
@@ -310,9 +324,50 @@ class LivePlots(QWidget):
             curve.setData(x, y, connect="finite")
             self.set_points[plot_id] = self.set_points.get(plot_id, 0) + len(x)
             shown = True
+        if only_plot in PROVISIONAL:
+            shown = self._draw_provisional(source, run, only_plot) or shown
         if only_plot == "memory":
             self._label_memory()
         return shown or len(legend.items) != entries
+
+    def _draw_provisional(self, source: str, run: RunData, plot_id: str) -> bool:
+        """The running epoch's hollow marker from its steps so far (core.figures.running_epoch), gone at its end."""
+        key = (source, run.index, plot_id)
+        marker = self._provisional.get(key)
+        figures = None
+        if run.status == "running":
+            n_steps, n_epochs = self._rows(source, run, "steps"), self._rows(source, run, "epochs")
+            if n_steps:
+                steps = {c: run.steps[c][:n_steps] for c in RUNNING_COLUMNS if c in run.steps.names()}
+                epochs = {c: run.epochs[c][:n_epochs] for c in ("epoch", "wall_time")}
+                figures = running_epoch(steps, epochs)
+        if figures is None:
+            if marker is None or not len(marker.xData if marker.xData is not None else ()):
+                return False
+            marker.setData([], [])
+            return True
+        if marker is None:
+            marker = self._provisional[key] = pg.PlotDataItem(symbol="o", symbolSize=8, pen=None)
+            marker.run_key = (source, run.index)
+            marker.setToolTip("running epoch, from its steps so far")
+            self.plots[plot_id].getPlotItem().addItem(marker)
+            self._style_provisional(marker, run.batch_size)
+        marker.setData([figures.epoch + 1.0], [getattr(figures, PROVISIONAL[plot_id])])
+        return True
+
+    def _style_provisional(self, marker: pg.PlotDataItem, batch_size: int) -> None:
+        """Hollow: the run's colour as outline, the plot background inside."""
+        colour = self.colours.colour(batch_size)
+        dimmed = bool(self.selection) and marker.run_key not in self.selection
+        marker.setSymbolPen(run_pen(colour, compare=False, dimmed=dimmed, highlighted=False))
+        marker.setSymbolBrush(pg.mkBrush(PLOT_COLOURS["background"]))
+
+    def provisional_point(self, source: str, index: int, plot_id: str) -> tuple[float, float] | None:
+        """(x, y) of a run's provisional marker in a plot, None when it shows none (for tests)."""
+        marker = self._provisional.get((source, index, plot_id))
+        if marker is None or marker.xData is None or not len(marker.xData):
+            return None
+        return float(marker.xData[0]), float(marker.yData[0])
 
     def _step_curve(self, source: str, run: RunData, n: int, x_axis: str) -> tuple[np.ndarray, np.ndarray]:
         """x, y of a run's loss-per-step curve from its envelope; NaN breaks at pauses on a time axis."""
@@ -437,6 +492,10 @@ class LivePlots(QWidget):
             run = self.sources.get(source).runs.get(index) if source in self.sources else None
             if run is not None:
                 self._style_curve(curve, run.batch_size)
+        for (source, index, _plot), marker in self._provisional.items():
+            run = self.sources[source].runs.get(index) if source in self.sources else None
+            if run is not None:
+                self._style_provisional(marker, run.batch_size)
         for series in self._style_named:
             self._style_sample(series)
         self.bars.restyle_legend()

@@ -313,3 +313,59 @@ def test_a_legend_never_makes_its_plot_wider_than_its_cell(main_window, tmp_path
         assert right <= tab.right() + 1, plot_id  # the grid fits the tab
         item = widget.getPlotItem()
         assert legend.sceneBoundingRect().width() <= item.getViewBox().sceneBoundingRect().right(), plot_id
+
+
+def _in_chunks(events, size: int):
+    """The synthetic stream with each epoch's steps event split into chunks of `size` steps (frames mid-epoch)."""
+    for event in events:
+        if event["type"] != "steps":
+            yield event
+            continue
+        columns = {k: v for k, v in event.items() if isinstance(v, list)}
+        n = len(columns["step"])
+        for start in range(0, n, size):
+            yield make_event("steps", run=event["run"], **{k: v[start : start + size] for k, v in columns.items()})
+
+
+def test_epoch_plots_move_within_an_epoch_and_the_provisional_point_gives_way_to_the_epochs_own(qapp):
+    """Item 1: loss per epoch and throughput advanced only at an epoch's end; now a hollow marker follows the
+    running epoch's steps (core.figures.running_epoch) and the epoch's row replaces it when the epoch ends."""
+    from batchlab.core.figures import running_epoch
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    live = LivePlots(BatchColours())
+    live.show()
+    data = SweepData(label="live")
+    live.set_source("main", data)
+    seen = {"loss_epoch": [], "throughput": []}  # provisional points after each frame within epochs
+    replaced = 0
+    for event in _in_chunks(sweep_events(batch_sizes=(16,), epochs=2, samples=512), size=5):
+        data.handle(event)
+        live.take_snapshot()  # a frame: the refresher's snapshot, then each plot brought to it
+        for plot_id in live.plot_ids:
+            live.update_plot(plot_id)
+        run = data.runs[0]
+        if event["type"] == "steps":
+            expected = running_epoch(run.steps.as_dict(), run.epochs.as_dict())
+            for plot_id, field in (("loss_epoch", "train_loss"), ("throughput", "samples_per_s")):
+                point = live.provisional_point("main", 0, plot_id)
+                assert point == pytest.approx((expected.epoch + 1, getattr(expected, field))), plot_id
+                seen[plot_id].append(point)
+        elif event["type"] == "epoch_ended":
+            epoch = event["epoch"]
+            for plot_id, series, column in (
+                ("loss_epoch", "train_loss", "train_loss"),
+                ("throughput", "throughput", "samples_per_s"),
+            ):
+                assert live.provisional_point("main", 0, plot_id) is None, plot_id  # gone: the epoch's own point
+                curve = live._curves[("main", 0, series)]
+                assert curve.xData[-1] == epoch + 1 and curve.yData[-1] == pytest.approx(event[column])
+            replaced += 1
+    assert replaced == 2
+    for plot_id, points in seen.items():  # 32 steps an epoch in frames of 5: a point after every frame
+        assert len(points) == 14 and {x for x, _y in points} == {1.0, 2.0}, plot_id
+    loss = seen["loss_epoch"]  # the falling loss moves it every frame (the synthetic steps all take as long)
+    assert all(a[1] > b[1] for a, b in zip(loss, loss[1:], strict=False) if a[0] == b[0])
+    assert live.provisional_point("main", 0, "loss_epoch") is None  # the run ended
+    live.close()
