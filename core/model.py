@@ -11,6 +11,7 @@ Plain Python and numpy: no Qt, no TensorFlow.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,16 @@ def next_version() -> int:
 
 
 # ---------------------------------------------------------------------- runs
+
+
+def _append_aligned(store: dict[str, list[float]], values: Mapping[str, Any], rows: int) -> None:
+    """Set row `rows - 1` of each named column (created NaN-filled when new); pad every column to `rows`."""
+    for name, value in values.items():
+        column = store.setdefault(str(name), [])
+        column.extend([math.nan] * (rows - 1 - len(column)))
+        column.append(float(value) if value is not None else math.nan)
+    for column in store.values():
+        column.extend([math.nan] * (rows - len(column)))
 
 
 class Columns:
@@ -109,6 +120,8 @@ class RunData:
     steps: Columns = field(default_factory=lambda: Columns(ev.STEP_COLUMNS))
     epochs: Columns = field(default_factory=lambda: Columns(ev.EPOCH_COLUMNS, capacity=16))
     evals: Columns = field(default_factory=lambda: Columns(ev.EVAL_COLUMNS, capacity=16))  # evaluation points
+    # the model's other compiled metrics at each evaluation point (val_mae, ...), NaN where a row lacks one
+    eval_metrics: dict[str, list[float]] = field(default_factory=dict)
     version: int = field(default_factory=next_version)  # any change
     steps_version: int = field(default_factory=next_version)  # new step rows
     epochs_version: int = field(default_factory=next_version)  # new epoch rows
@@ -132,7 +145,11 @@ class RunData:
     def figures(self) -> RunFigures:
         """Every per-run figure (see run_figures), recomputed only when the run changed."""
         if self._figures is None or self._figures[0] != self.version:
-            figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs, self.evals.as_dict())
+            evals = {
+                **{k: np.asarray(v, dtype=np.float64) for k, v in self.eval_metrics.items()},
+                **self.evals.as_dict(),
+            }
+            figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs, evals)
             self._figures = (self.version, figures)
         return self._figures[1]
 
@@ -238,6 +255,7 @@ class SweepData:
     def _on_evaluation(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
         run.evals.extend({k: e[k] for k in run.evals.names() if k in e})
+        _append_aligned(run.eval_metrics, e.get("metrics") or {}, len(run.evals))
         run.evals_version = next_version()
         run.touch()
 
@@ -282,6 +300,9 @@ class SweepData:
             run.steps.extend(dict(rec.steps or {}))
             run.epochs.extend(dict(rec.epochs or {}))
             run.evals.extend(dict(rec.evals or {}))
+            run.eval_metrics = {
+                k: [float(x) for x in v] for k, v in (rec.evals or {}).items() if k not in ev.EVAL_COLUMN_NAMES
+            }
             data.runs[run.index] = run
         return data
 

@@ -18,6 +18,7 @@ from batchlab.core.lr_rules import LR_RULE_ALIASES, LR_RULES, LR_SCHEDULES, WARM
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS, WORKLOADS, preset_defaults
 from batchlab.core.targets import (
     ACCURACY_METRICS,
+    TARGET_METRICS,
     VALIDATION_METRICS,
     Target,
     TargetSyntaxError,
@@ -758,7 +759,8 @@ def _fit_to_data(parsed: dict[str, Any], errors: dict[str, SpecError], given: se
     target = parsed.get("target")
     if counts.validation == 0 and target and "target" not in errors:
         metric = parse_target_text(target).metric
-        if metric in VALIDATION_METRICS:  # said here, before val_samples defaults to the 0 rows there are
+        # said here, before val_samples defaults to the 0 rows there are
+        if metric in VALIDATION_METRICS or metric.startswith("val_"):
             errors["target"] = SpecError(
                 "target",
                 f"{target} needs validation, but data '{name}' has no test split (x_test); "
@@ -930,7 +932,9 @@ def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
                 f"{target.text}: the autoencoder has no accuracy, so this target can never be met; "
                 "use a val_loss or train_loss target",
             )
-        elif target.metric in VALIDATION_METRICS and p.get("val_samples") == 0:
+        elif target.metric not in TARGET_METRICS and _model_metric_error(p, target.metric):
+            errors["target"] = SpecError("target", f"{target.text}: {_model_metric_error(p, target.metric)}")
+        elif target.metric.startswith("val_") and p.get("val_samples") == 0:
             errors["target"] = SpecError(
                 "target",
                 f"{target.text} needs validation, but val_samples is 0; set val_samples above 0 "
@@ -960,6 +964,27 @@ def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
                 f"the fit engine trains whole epochs and has no evaluation points, so it cannot take {asks[0]}; "
                 "use --loop loop (BatchLab's loop supports targets, eval_every and steps/examples budgets)",
             )
+
+
+def _model_metric_error(p: dict[str, Any], metric: str) -> str | None:
+    """Why a val_NAME target of a compiled metric cannot be measured for this run; None when it can
+    (or when the model file itself is the problem, said under its own field)."""
+    builtin = ", ".join(TARGET_METRICS)
+    if p.get("workload") != "keras-file":
+        return f"{metric} would be a compiled metric of your own model (--model); this workload has {builtin}"
+    if not p.get("model_file"):
+        return None
+    from batchlab.core.model_file import cached_model_info  # deferred: core.model_file imports this module
+
+    try:
+        info = cached_model_info(p["model_file"])
+    except SpecError:
+        return None
+    names = [f"val_{m}" for m in info.metrics]
+    if metric in names:
+        return None
+    have = f"its compiled metrics are {', '.join(names)}" if names else "it has no compiled metrics"
+    return f"{metric} is not a metric of model '{info.name}': {have} (besides {builtin})"
 
 
 def spec_errors(values: Mapping[str, Any]) -> dict[str, SpecError]:

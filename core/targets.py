@@ -17,6 +17,11 @@ The metrics, as the evaluation points (the ``evals/`` table of a run file) hold 
   a pass over the whole training set.
 - ``val_loss``, ``val_accuracy``: a full pass over the validation samples, as fit's validation.
 - ``val_error``: 1 - ``val_accuracy``.
+- ``val_NAME``: every other compiled metric of the model (``val_mae``, ``val_auc``, ...), from the
+  same validation pass. Which way is better follows from the name (``metric_direction``): a name
+  with one of the words accuracy, auc, precision, recall, f1, fbeta, iou, r2 or cosine_similarity
+  is met *above* the value; one with error, loss, mae, mse, rmse, mape, msle, crossentropy, hinge,
+  huber, logcosh, poisson or kl *below* it. A name that says neither is refused.
 """
 
 from __future__ import annotations
@@ -40,8 +45,44 @@ TARGET_METRICS: dict[str, str] = {
 }
 ACCURACY_METRICS = ("val_accuracy", "val_error")  # need a model with an accuracy (a classifier)
 VALIDATION_METRICS = ("val_loss", "val_accuracy", "val_error")  # need validation samples
-_TARGET_RE = re.compile(r"^\s*([A-Za-z_]+)\s*(<=|>=|=|<|>)\s*(.*)$")
-SYNTAX = "METRIC=VALUE, METRIC one of train_loss, val_loss, val_accuracy, val_error (e.g. val_accuracy=0.98)"
+_TARGET_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|=|<|>)\s*(.*)$")
+SYNTAX = (
+    "METRIC=VALUE, METRIC one of train_loss, val_loss, val_accuracy, val_error or val_NAME for a compiled "
+    "metric of the model (e.g. val_accuracy=0.98, val_mae=0.1)"
+)
+# Words of a compiled metric's name that say which way it is better (higher checked first).
+_HIGHER_IS_BETTER = ("accuracy", "auc", "precision", "recall", "f1", "fbeta", "iou", "r2", "cosine_similarity")
+_LOWER_IS_BETTER = (
+    "error",
+    "loss",
+    "mae",
+    "mse",
+    "rmse",
+    "mape",
+    "msle",
+    "crossentropy",
+    "hinge",
+    "huber",
+    "logcosh",
+    "poisson",
+    "kl",
+)
+_BOUNDED_BY_ONE = ("accuracy", "auc", "precision", "recall")  # never above 1
+
+
+def metric_direction(metric: str) -> str | None:
+    """BELOW or ABOVE for a target metric: the built-in ones, or a ``val_NAME`` of a compiled metric by
+    its name's words (``val_mae``: BELOW, ``val_auc_1``: ABOVE); None when the name says neither."""
+    if metric in TARGET_METRICS:
+        return TARGET_METRICS[metric]
+    if not metric.startswith("val_"):
+        return None
+    base = metric[4:].lower()
+    words = set(base.split("_"))  # Keras names a second AUC "auc_1"
+    for parts, direction in ((_HIGHER_IS_BETTER, ABOVE), (_LOWER_IS_BETTER, BELOW)):
+        if any(part in words or ("_" in part and part in base) for part in parts):
+            return direction
+    return None
 
 
 class TargetSyntaxError(ValueError):
@@ -57,7 +98,7 @@ class Target:
 
     @property
     def direction(self) -> str:
-        return TARGET_METRICS[self.metric]
+        return metric_direction(self.metric) or BELOW
 
     @property
     def text(self) -> str:
@@ -90,15 +131,26 @@ def parse_target(text: str) -> Target:
     if match is None:
         raise TargetSyntaxError(f"{raw!r} is not a target; write {SYNTAX}")
     metric, sign, number = match.group(1).lower(), match.group(2), match.group(3).strip()
-    if metric not in TARGET_METRICS:
+    direction = metric_direction(metric)
+    if direction is None:
+        if metric.startswith("train_"):
+            raise TargetSyntaxError(
+                f"{metric!r}: the training side of an evaluation has only train_loss; name the validation "
+                f"metric (val_{metric[6:]}) or write {SYNTAX}"
+            )
+        if metric.startswith("val_"):
+            raise TargetSyntaxError(
+                f"{metric!r}: cannot tell from its name whether higher or lower is better (names with "
+                f"{', '.join(_HIGHER_IS_BETTER)} are met above, with {', '.join(_LOWER_IS_BETTER)} below)"
+            )
         raise TargetSyntaxError(f"{metric!r} is not a target metric; write {SYNTAX}")
     if sign in ("<=", ">="):
         raise TargetSyntaxError(
             f"{raw!r}: a target is met only when strictly better than its value (Shallue's rule); "
             f"write {metric}={number}"
         )
-    if sign != "=" and (sign == "<") != (TARGET_METRICS[metric] == BELOW):
-        better = "below" if TARGET_METRICS[metric] == BELOW else "above"
+    if sign != "=" and (sign == "<") != (direction == BELOW):
+        better = "below" if direction == BELOW else "above"
         raise TargetSyntaxError(
             f"{raw!r} asks for {metric} {sign} a value, but a {metric} target is met {better} it; "
             f"write {metric}={number}"
@@ -116,6 +168,11 @@ def parse_target(text: str) -> Target:
     if metric == "val_error" and not 0.0 < value <= 1.0:
         raise TargetSyntaxError(
             f"val_error={value:g} can never be undercut (error lies in 0..1); use a value above 0 and up to 1"
+        )
+    bounded = metric not in TARGET_METRICS and direction == ABOVE
+    if bounded and set(metric[4:].lower().split("_")) & set(_BOUNDED_BY_ONE) and value >= 1.0:
+        raise TargetSyntaxError(
+            f"{metric}={value:g} can never be exceeded ({metric[4:]} lies in 0..1); use a value below 1"
         )
     return Target(metric, value)
 

@@ -29,6 +29,7 @@ from batchlab.core import __version__
 from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
+    EVAL_COLUMN_NAMES,
     EVAL_COLUMNS,
     EVALUATION,
     LOG,
@@ -378,6 +379,7 @@ class RunFileWriter:
         evals = self._table(index, "evals")
         for c in EVAL_COLUMNS:
             _append(evals[c.name], column_values(c, [event.get(c.name)], 1))
+        self._eval_metrics(index, event.get("metrics") or {}, rows=evals[EVAL_COLUMNS[0].name].shape[0])
         self.flush()  # evaluations are seldom (every eval_every steps at most) and are what a target run is for
 
     def _lr_range(self, event: dict[str, Any]) -> None:
@@ -391,6 +393,29 @@ class RunFileWriter:
         for c in LR_RANGE_COLUMNS:
             _append(table[c.name], column_values(c, event.get(c.name), n))
         self.flush()  # a range test sends its points a few times per run: each batch is what it measured
+
+    def _eval_metrics(self, index: int, metrics: dict[str, Any], rows: int) -> None:
+        """The model's other compiled metrics at an evaluation (val_mae, ...): one float64 column each in
+        the run's evals/ group, NaN in the rows that lack it (an evaluation without validation)."""
+        group = self._run_group(index)["evals"]
+        for name, value in metrics.items():
+            name = str(name).replace("/", "_")
+            if name in group and name in EVAL_COLUMN_NAMES:
+                continue  # never overwrite a fixed column
+            if name not in group:
+                ds = group.create_dataset(
+                    name, shape=(0,), maxshape=(None,), dtype="float64", chunks=(EVAL_CHUNK,), fillvalue=math.nan
+                )
+                ds.attrs["units"] = ""
+                ds.attrs["long_name"] = f"the model's {name.partition('_')[2] or name} metric on the validation data"
+                columns = [str(c) for c in group.attrs["columns"]]
+                group.attrs["columns"] = np.array([*columns, name], dtype=h5py.string_dtype("utf-8"))
+            ds = group[name]
+            ds.resize((rows,))
+            ds[rows - 1] = _float_or_nan(value)
+        for name, ds in group.items():
+            if name not in EVAL_COLUMN_NAMES and ds.shape[0] < rows:
+                ds.resize((rows,))
 
     def _metrics(self, index: int, metrics: dict[str, Any], rows: int) -> None:
         """The model's compiled metrics, one dataset per name (train_NAME, val_NAME) in the run's

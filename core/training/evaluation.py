@@ -84,10 +84,16 @@ class Evaluations(Hook):
             "val_accuracy": val_accuracy,
             "val_error": 1.0 - val_accuracy,
         }
-        self.emit(make_event(EVALUATION, run=self.run, **row))
+        # the model's other compiled metrics from the same validation pass (val_mae, ...): extra evals/ columns
+        metrics = {k: float(v) for k, v in (val_logs.get("metrics") or {}).items() if k not in row}
+        self.emit(make_event(EVALUATION, run=self.run, **row, **({"metrics": metrics} if metrics else {})))
         self.last_steps = self.steps
         self._loss_sum, self._loss_samples = 0.0, 0
-        if self.target is None or self.reached_steps is not None or not self.target.met(row[self.target.metric]):
+        if (
+            self.target is None
+            or self.reached_steps is not None
+            or not self.target.met({**metrics, **row}.get(self.target.metric, math.nan))
+        ):
             return False
         self.reached_steps = self.steps
         then = "training on to the budget" if self.keep_training else "the run stops here"

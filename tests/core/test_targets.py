@@ -270,3 +270,139 @@ def test_the_evals_table_gives_the_same_target_figures_live_and_from_the_file(tm
         assert (figures.target_reached, figures.steps_to_target, figures.examples_to_target) == (1, 40, 1280)
         assert figures.time_to_target == pytest.approx(3.9) and figures.epochs_to_target == pytest.approx(1.28)
     assert np.array_equal(live.runs[0].evals["val_error"], reopened.runs[0].evals["val_error"])
+
+
+# ---------------------------------------------------------------------- the model's own compiled metrics
+
+
+@pytest.mark.parametrize(
+    ("metric", "direction"),
+    [
+        ("val_mae", "below"),
+        ("val_mse", "below"),
+        ("val_root_mean_squared_error", "below"),
+        ("val_mean_absolute_percentage_error", "below"),
+        ("val_binary_crossentropy", "below"),
+        ("val_kl_divergence", "below"),
+        ("val_auc", "above"),
+        ("val_auc_1", "above"),  # Keras names a second AUC so
+        ("val_precision", "above"),
+        ("val_recall", "above"),
+        ("val_sparse_categorical_accuracy", "above"),
+        ("val_top_k_categorical_accuracy", "above"),
+        ("val_r2_score", "above"),
+        ("val_cosine_similarity", "above"),
+        ("val_f1_score", "above"),
+    ],
+)
+def test_a_compiled_metric_target_takes_its_direction_from_the_metric_name(metric, direction):
+    target = parse_target(f"{metric}=0.5")
+    assert (target.metric, target.value, target.direction) == (metric, 0.5, direction)
+    better, worse = (0.49, 0.51) if direction == "below" else (0.51, 0.49)
+    assert target.met(better) and not target.met(worse) and not target.met(0.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("val_foo=1", "cannot tell from its name whether higher or lower is better"),
+        ("train_mae=0.1", "has only train_loss; name the validation metric (val_mae)"),
+        ("val_mae>0.1", "a val_mae target is met below it"),
+        ("val_auc=1", "val_auc=1 can never be exceeded (auc lies in 0..1)"),
+        ("val_precision=1.5", "can never be exceeded"),
+    ],
+)
+def test_compiled_metric_targets_that_cannot_be_read_or_met_are_refused(text, phrase):
+    with pytest.raises(TargetSyntaxError) as info:
+        parse_target(text)
+    assert phrase in str(info.value) and "\n" not in str(info.value)
+
+
+def _keras_file(path, metrics):
+    """A .keras file as model.save() lays out its config.json (what core.model_file reads; no weights)."""
+    import json
+    import zipfile
+
+    config = {
+        "class_name": "Sequential",
+        "config": {
+            "name": "tiny",
+            "layers": [
+                {"class_name": "InputLayer", "config": {"name": "x", "batch_shape": [None, 5], "dtype": "float32"}},
+                {
+                    "class_name": "Dense",
+                    "config": {"name": "d", "units": 1},
+                    "build_config": {"input_shape": [None, 5]},
+                },
+            ],
+        },
+        "compile_config": {"loss": "mse", "metrics": metrics},
+    }
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+    return str(path)
+
+
+def test_a_compiled_metric_target_must_be_one_of_the_models_metrics(tmp_path):
+    model = _keras_file(tmp_path / "m.keras", ["mae", {"class_name": "AUC", "config": {"name": "auc"}}])
+    np.savez(
+        tmp_path / "d.npz", x_train=np.zeros((8, 5)), y_train=np.zeros(8), x_test=np.zeros((4, 5)), y_test=np.zeros(4)
+    )
+    values = {"model_file": model, "data": str(tmp_path / "d.npz"), "batch_sizes": "4", "device": "cpu"}
+    assert build_spec({**values, "target": "val_mae=0.1"}).target == "val_mae=0.1"
+    assert build_spec({**values, "target": "val_auc=0.9"}).target_spec.direction == "above"
+    error = spec_errors({**values, "target": "val_mse=0.1"})["target"]
+    assert str(error).endswith(
+        "val_mse is not a metric of model 'tiny': its compiled metrics are val_mae, val_auc "
+        "(besides train_loss, val_loss, val_accuracy, val_error)"
+    )
+    # a built-in workload has no compiled metrics of the user's
+    builtin = spec_errors({"preset": "mnist-mlp", "target": "val_mae=0.1"})["target"]
+    assert "val_mae would be a compiled metric of your own model (--model)" in str(builtin)
+    # a validation metric needs validation samples
+    no_val = spec_errors({**values, "val_samples": 0, "target": "val_mae=0.1"})["target"]
+    assert "needs validation, but val_samples is 0" in str(no_val)
+
+
+def test_evaluations_record_the_models_metrics_and_stop_when_one_meets_the_target():
+    events = []
+    evals = Evaluations(0, events.append, samples=10, target=Target("val_mae", 0.2))
+    evals.on_train_batch_end(0, {"batch_size": 10, "loss": 1.0})
+    assert evals.record(1.0, 0.9, 0.1, {"val_loss": 0.5, "metrics": {"val_mae": 0.2}}, at_epoch_end=True) is False
+    evals.on_train_batch_end(1, {"batch_size": 10, "loss": 0.5})
+    assert evals.record(2.0, 1.8, 0.1, {"val_loss": 0.4, "metrics": {"val_mae": 0.15}}, at_epoch_end=True) is True
+    rows = [e for e in events if e["type"] == EVALUATION]
+    assert [r["metrics"] for r in rows] == [{"val_mae": 0.2}, {"val_mae": 0.15}]
+    assert any(e["type"] == LOG and "target val_mae < 0.2 met at step 2" in e["message"] for e in events)
+
+
+def test_the_models_metrics_are_evals_columns_live_and_in_the_file_nan_where_missing(tmp_path):
+    """A metric missing at an evaluation (no validation pass) or appearing late is NaN in that row."""
+    from batchlab.core.events import RUN_ENDED, RUN_STARTED, make_event
+    from batchlab.core.model import SweepData
+    from batchlab.core.runfile import RunFileWriter
+    from batchlab.core.runfile.reader import read_run_file
+
+    events = [make_event(RUN_STARTED, run=0, batch_size=8, seed=0, target="val_mae=0.2", eval_every=5)]
+    for i, metrics in enumerate([{}, {"val_mae": 0.3}, {"val_mae": 0.25, "val_mse": 0.1}, {"val_mae": 0.1}]):
+        row = {"steps": 5 * (i + 1), "examples": 40 * (i + 1), "epochs": 0.5 * (i + 1), "wall_time": 1.0 + i}
+        row.update(train_wall_time=0.5 + i, eval_time=0.1, at_epoch_end=0, train_loss=1.0, val_loss=0.5)
+        events.append(make_event(EVALUATION, run=0, **row, **({"metrics": metrics} if metrics else {})))
+    events.append(make_event(RUN_ENDED, run=0, status="ok", message="", total_time=5.0))
+    live = SweepData()
+    with RunFileWriter(tmp_path / "m.h5") as writer:
+        for event in events:
+            live.handle(event)
+            writer.handle(event)
+    (run,) = read_run_file(tmp_path / "m.h5").runs
+    nan = math.nan
+    np.testing.assert_array_equal(run.evals["val_mae"], [nan, 0.3, 0.25, 0.1])
+    np.testing.assert_array_equal(run.evals["val_mse"], [nan, nan, 0.1, nan])
+    import h5py
+
+    with h5py.File(tmp_path / "m.h5", "r") as f:
+        assert list(f["runs/run_000/evals"].attrs["columns"])[-2:] == ["val_mae", "val_mse"]
+    np.testing.assert_array_equal(live.runs[0].eval_metrics["val_mae"], run.evals["val_mae"])
+    np.testing.assert_array_equal(live.runs[0].eval_metrics["val_mse"], run.evals["val_mse"])
+    for figures in (run.figures, live.runs[0].figures, SweepData.from_file(tmp_path / "m.h5").runs[0].figures):
+        assert (figures.target_reached, figures.steps_to_target, figures.examples_to_target) == (1, 20, 160)

@@ -174,6 +174,14 @@ cases = {
     ),
     "wrong_input_width": (dense(5, 3, "sparse_categorical_crossentropy", None, "softmax"), x[:, :4], classes, {}),
 }
+# a regression that learns y = x @ w, trained to a target on its compiled mae (val_mae, met below the value)
+linear = keras.Input((5,))
+regressor = keras.Model(linear, keras.layers.Dense(1)(linear))
+regressor.compile(optimizer="adam", loss="mse", metrics=["mae"])
+cases["regression_to_target"] = (
+    regressor, x, x @ np.array([1, -1, 0.5, 2, 0], "float32"),
+    {"target": "val_mae=0.3", "epochs": 200, "batch_sizes": "8", "lr": "0.05"},
+)
 results = {}
 for name, (model, xs, ys, extra) in cases.items():
     model_file = root / f"{name}.keras"
@@ -193,6 +201,8 @@ for name, (model, xs, ys, extra) in cases.items():
         writer.handle({"type": "sweep_started", "spec": spec.to_dict(), "runs": [{"index": 0, "batch_size": 16}]})
         for event in events:
             writer.handle(event)
+    if name == "regression_to_target":  # the event stream too, for the live model's test
+        (root / f"{name}.events.json").write_text(json.dumps(events, default=float))
     results[name] = {"workload": spec.workload, "samples": spec.samples, "val_samples": spec.val_samples}
     results[name]["keras"] = {  # what Keras says of the model, for the TensorFlow-free reader's test
         "input": list(model.input_shape[1:]), "output": list(model.output_shape[1:]), "params": model.count_params()
@@ -255,6 +265,31 @@ def test_each_model_and_data_pair_trains_and_records_its_task_and_metrics(every_
     if "train_accuracy" in metrics:  # the existing column and the metrics group agree
         assert run.metrics["train_accuracy"][0] == pytest.approx(run.epochs["train_accuracy"][0])
     assert any(f"task: {task} ({layout} targets" in line for line in record.log)
+
+
+def test_a_regression_model_trains_until_its_compiled_mae_meets_a_val_mae_target(every_pair):
+    root, _ = every_pair
+    (run,) = read_run_file(root / "regression_to_target.h5").runs
+    assert run.status == "ok", run.message
+    val_mae = run.evals["val_mae"]  # the compiled metric, measured at every evaluation point
+    assert len(val_mae) == len(run.evals["steps"]) and np.all(np.isfinite(val_mae))
+    # Shallue's rule: the run stops at the first evaluation strictly below 0.3, and no earlier one was
+    assert val_mae[-1] < 0.3 and np.all(val_mae[:-1] >= 0.3)
+    assert run.figures.target_reached == 1
+    assert run.figures.steps_to_target == run.evals["steps"][-1]
+    assert run.evals["steps"][-1] < 200 * 3  # stopped well before its 200-epoch budget (3 steps an epoch)
+    # live (the window's model fed the run's events) and from the file: the same figures
+    import json
+
+    from batchlab.core.model import SweepData
+
+    live = SweepData()
+    for event in json.loads((root / "regression_to_target.events.json").read_text()):
+        live.handle(event)
+    assert live.runs[0].eval_metrics["val_mae"] == pytest.approx(list(val_mae))
+    assert live.runs[0].figures.steps_to_target == run.figures.steps_to_target
+    from_file = SweepData.from_record(read_run_file(root / "regression_to_target.h5")).runs[0]
+    assert from_file.figures.steps_to_target == run.figures.steps_to_target
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
