@@ -154,7 +154,13 @@ EVAL_COLUMNS = (
         "training time when the evaluation began: time since the run's first step began, without any "
         "evaluation or validation pass",
     ),
-    Column("eval_time", "float64", "s", "wall time of this evaluation (its validation pass), not training time"),
+    Column(
+        "eval_time",
+        "float64",
+        "s",
+        "wall time of this evaluation (its validation pass, in batches of at least 256 inside an epoch, "
+        "of the run's batch size at an epoch end), not training time",
+    ),
     Column("at_epoch_end", "int8", "", "1 if this evaluation is an epoch's end, else 0"),
     Column("train_loss", "float64", "", "sample-weighted mean of the mini-batch losses since the previous evaluation"),
     Column("val_loss", "float64", "", "validation loss (NaN when validation is off)"),
