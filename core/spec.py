@@ -737,6 +737,9 @@ def _fit_to_data(parsed: dict[str, Any], errors: dict[str, SpecError], given: se
         return
     from batchlab.core.datasets import data_counts  # deferred: core.datasets imports this module
 
+    for field_name in ("samples", "val_samples"):  # not given: they follow the file once it can be read
+        if field_name not in given:
+            errors.pop(field_name, None)
     is_csv = data.lower().endswith(CSV_SUFFIXES)
     if is_csv and not parsed.get("target_column"):
         errors.setdefault(
@@ -753,7 +756,7 @@ def _fit_to_data(parsed: dict[str, Any], errors: dict[str, SpecError], given: se
     try:
         counts = data_counts(data, parsed.get("target_column"), parsed.get("val_fraction", 0.0))
     except SpecError as e:
-        errors.setdefault("data", e)
+        errors.setdefault(e.field if e.field == "target_column" else "data", e)  # a column the CSV lacks
         return
     name = os.path.splitext(os.path.basename(data))[0]
     target = parsed.get("target")

@@ -10,6 +10,7 @@ from batchlab.core.model_file import cached_model_info, mismatch
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
 from batchlab.core.spec import (
+    CSV_SUFFIXES,
     FIELD_PARSERS,
     KERAS_DATASETS,
     MODEL_OPTIMIZER,
@@ -71,6 +72,7 @@ class SetupPanel(QScrollArea):
         self._error_labels: dict[str, QLabel] = {}
         self._editors: dict[str, QWidget] = {}
         self._labels: dict[str, str] = {}  # field -> its label in the form
+        self._rows: dict[str, tuple[QFormLayout, QWidget]] = {}  # field -> its form and row (to hide it)
         self._filling = False
         self._previous_data_index = 0
         body = QWidget()
@@ -119,6 +121,7 @@ class SetupPanel(QScrollArea):
         error.setVisible(False)
         col.addWidget(error)
         form.addRow(label, holder)
+        self._rows[field] = (form, holder)
         editor.setObjectName(field)
         self._editors[field] = editor
         self._labels[field] = label
@@ -164,6 +167,20 @@ class SetupPanel(QScrollArea):
         self._row(form, "samples", "Samples", self.samples)
         self.val_samples = QLineEdit()
         self._row(form, "val_samples", "Validation samples", self.val_samples)
+        # CSV data only (shown when a .csv file is chosen): the target column(s) and the validation rows
+        self.target_column = QLineEdit()
+        self.target_column.setPlaceholderText("the column to predict, e.g. price (several: x,y)")
+        self._row(form, "target_column", "Target column", self.target_column)
+        self.val_fraction = QLineEdit()
+        self.val_fraction.setPlaceholderText(
+            f"{SweepSpec.val_fraction:g}: the last rows that validate (0 = none, up to 0.9)"
+        )
+        self._row(form, "val_fraction", "Validation fraction", self.val_fraction)
+        for editor in (self.target_column, self.val_fraction):
+            editor.textChanged.connect(self._csv_changed)
+        self.scale = QLineEdit()
+        self.scale.setPlaceholderText("none: inputs as stored (e.g. 255 for uint8 pixels)")
+        self._row(form, "scale", "Scale inputs by", self.scale)
 
     def _info_label(self, form: QFormLayout, name: str) -> QLabel:
         """A grey line under a field describing what it names (a model's shapes, a data file's arrays)."""
@@ -188,11 +205,17 @@ class SetupPanel(QScrollArea):
                 errors["model_file"] = e.message
         data = values["data"]
         if data and data not in (v for v, _ in DATA_SOURCES) and "data" not in errors:
+            csv = self._is_csv()
+            column = (values.get("target_column") or "").strip() or None
             try:
-                shapes = array_shapes(data)
+                if csv and (column is None or "target_column" in errors or "val_fraction" in errors):
+                    raise SpecError("target_column", "")  # said under the CSV fields by spec_errors
+                fraction = float((values.get("val_fraction") or "").strip() or SweepSpec.val_fraction)
+                shapes = array_shapes(data, column, fraction)
                 data_text = "; ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
             except SpecError as e:
-                errors["data"] = e.message
+                if e.field != "target_column":
+                    errors["data"] = e.message
         if info is not None and shapes is not None and values["workload"] == "keras-file":
             problem = mismatch(info, shapes)
             if problem:
@@ -201,11 +224,25 @@ class SetupPanel(QScrollArea):
             label.setText(text)
             label.setVisible(bool(text))
 
+    def _is_csv(self) -> bool:
+        return str(self._data_value() or "").lower().endswith(CSV_SUFFIXES)
+
+    def _csv_changed(self, *_args) -> None:
+        """The CSV target column or validation fraction changed: the counts follow (when they can be read)."""
+        if not self._filling and self._is_csv():
+            self._fill_counts(self._data_value())
+
     def _fill_counts(self, path: str) -> None:
-        """A data file just chosen: its training and validation rows become the sample counts."""
+        """A data file just chosen: its training and validation rows become the sample counts (blank,
+        which means all its rows, while a CSV file's target column is not named yet)."""
+        csv = path.lower().endswith(CSV_SUFFIXES)
         try:
-            counts = data_counts(path)
-        except SpecError:
+            fraction = float(self.val_fraction.text().strip() or SweepSpec.val_fraction) if csv else 0.0
+            counts = data_counts(path, self.target_column.text().strip() or None if csv else None, fraction)
+        except (SpecError, ValueError):
+            if csv:
+                self.samples.clear()
+                self.val_samples.clear()
             return  # validate() shows why under the field
         self.samples.setText(str(counts.train))
         self.val_samples.setText(str(counts.validation))
@@ -332,6 +369,10 @@ class SetupPanel(QScrollArea):
             "device": self.device.currentData(),
             "loop": self.loop.currentData(),
             "sync": self.sync.currentData(),
+            # CSV fields only with a .csv data file (blank: the default)
+            "target_column": self.target_column.text() if self._is_csv() else None,
+            "val_fraction": (self.val_fraction.text().strip() or None) if self._is_csv() else None,
+            "scale": self.scale.text(),
         }
 
     def _applies(self, field: str) -> bool:
@@ -482,6 +523,9 @@ class SetupPanel(QScrollArea):
         self._describe_files(values, errors)
         self.show_errors(errors)
         self.model_file.setEnabled(values["workload"] == "keras-file" or bool(values["model_file"]))
+        for field in ("target_column", "val_fraction"):
+            form, row = self._rows[field]
+            form.setRowVisible(row, self._is_csv())
         self.sync.setEnabled(values["loop"] != "fit")  # fit waits for the device after every step
         self.momentum.setEnabled(self._applies("momentum"))
         self.momentum.setToolTip("" if self._applies("momentum") else "only sgd and rmsprop use a momentum")
@@ -524,7 +568,7 @@ class SetupPanel(QScrollArea):
         if self.data.itemData(index) != CHOOSE_FILE:
             self._previous_data_index = index
             return
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a data file", "", "Data (*.npz *.h5 *.hdf5)")
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a data file", "", "Data (*.npz *.h5 *.hdf5 *.csv)")
         if path:
             self._select_data(path)
             self._fill_counts(path)

@@ -50,3 +50,42 @@ def test_model_and_data_are_described_and_a_mismatch_shows_before_run(main_windo
     assert w.setup.errors["data"] == "x samples have shape (4,) but the model's input has shape (5,)"
     assert w.setup._error_labels["data"].isVisible() and not w.actions["run"].isEnabled()
     assert "tensorflow" not in sys.modules
+
+
+def test_a_csv_file_shows_its_fields_fills_counts_from_the_target_column_and_flags_a_bad_column(
+    main_window, tmp_path, monkeypatch
+):
+    w = main_window
+    table = tmp_path / "table.csv"
+    rows = ["a,b,price"] + [f"{i},{2 * i},{3 * i + 1}" for i in range(20)]
+    table.write_text("\n".join(rows) + "\n")
+    w.setup.set_values({"preset": "keras-file", "batch_sizes": "4"})
+    assert not w.setup.target_column.isVisible() and not w.setup.val_fraction.isVisible()  # no CSV yet
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(table), ""))
+    choose = w.setup.data.findData("__choose__")
+    w.setup.data.setCurrentIndex(choose)
+    w.setup.data.activated.emit(choose)
+    assert w.setup.target_column.isVisible() and w.setup.val_fraction.isVisible()
+    assert "needs the target column named" in w.setup.errors["target_column"]
+
+    # naming the column fills in the counts (the last fifth validates) and validates the rest
+    w.setup.val_fraction.setText("")  # blank: the default 0.2, as on the command line
+    w.setup.target_column.setText("price")
+    assert (w.setup.samples.text(), w.setup.val_samples.text()) == ("16", "4")
+    assert "target_column" not in w.setup.errors and "val_fraction" not in w.setup.errors
+    assert w.setup.values()["target_column"] == "price"
+
+    # a column the file lacks, and a fraction out of range: said under their fields, as the CLI says them
+    w.setup.samples.clear()
+    w.setup.target_column.setText("prize")
+    assert w.setup.errors["target_column"].endswith("has no column 'prize'; its columns are a, b, price")
+    assert w.setup._error_labels["target_column"].isVisible()
+    assert "samples" not in w.setup.errors  # blank counts follow the file once its column is named
+    assert not w.actions["run"].isEnabled()
+    w.setup.target_column.setText("price")
+    w.setup.val_fraction.setText("1.5")
+    assert w.setup.errors["val_fraction"].startswith("'1.5' is out of range")
+    assert w.setup._error_labels["val_fraction"].isVisible()
+    w.setup.scale.setText("-1")
+    assert "scale" in w.setup.errors
