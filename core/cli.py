@@ -339,6 +339,17 @@ def _print_table(path: Path) -> None:
     print(format_table(rows))
     _print_seed_table(rows)
     _print_explanation(sweep)
+    _print_metrics_table(rows)
+
+
+def _print_metrics_table(rows: list[dict]) -> None:
+    """The model's compiled metrics at the end of each run (core.table.format_metrics_table), if any."""
+    from batchlab.core.table import format_metrics_table
+
+    text = format_metrics_table(rows)
+    if text:
+        print("\nThe model's metrics at the end of each run:")
+        print(text)
 
 
 def _print_seed_table(rows: list[dict[str, Any]]) -> None:
@@ -494,6 +505,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(format_table(rows))
     _print_seed_table(rows)
     _print_explanation(sweep)
+    _print_metrics_table(rows)
     return EXIT_OK
 
 

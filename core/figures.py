@@ -104,6 +104,19 @@ def run_figures(
     )
 
 
+def final_metrics(metrics: Table) -> dict[str, float]:
+    """The model's compiled metrics at the end of a run: per name (train_NAME, val_NAME, one value per
+    epoch as in the run's metrics/ group), the last finite value; NaN when it has none. Train names
+    first, then validation, each sorted."""
+    names = sorted(metrics, key=lambda n: (not n.startswith("train_"), n))
+    out = {}
+    for name in names:
+        values = np.asarray(metrics[name], dtype=np.float64)
+        finite = values[np.isfinite(values)]
+        out[name] = float(finite[-1]) if len(finite) else math.nan
+    return out
+
+
 def target_figures(evals: Table, attrs: Mapping[str, Any]):
     """(target_reached: 1/0/-1, TargetResult) of a run from its evaluation points and its `target` attribute."""
     text = attrs.get("target")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from batchlab.core import events as ev
-from batchlab.core.figures import FIGURE_NAMES, MEMORY_SOURCES, RunFigures, run_figures
+from batchlab.core.figures import FIGURE_NAMES, MEMORY_SOURCES, RunFigures, final_metrics, run_figures
 from batchlab.core.runfile.format import column_values
 from batchlab.core.runfile.reader import SweepRecord, read_run_file
 
@@ -122,6 +122,8 @@ class RunData:
     evals: Columns = field(default_factory=lambda: Columns(ev.EVAL_COLUMNS, capacity=16))  # evaluation points
     # the model's other compiled metrics at each evaluation point (val_mae, ...), NaN where a row lacks one
     eval_metrics: dict[str, list[float]] = field(default_factory=dict)
+    # the model's compiled metrics per epoch row (train_NAME, val_NAME), as the run file's metrics/ group
+    metrics: dict[str, list[float]] = field(default_factory=dict)
     version: int = field(default_factory=next_version)  # any change
     steps_version: int = field(default_factory=next_version)  # new step rows
     epochs_version: int = field(default_factory=next_version)  # new epoch rows
@@ -152,6 +154,11 @@ class RunData:
             figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs, evals)
             self._figures = (self.version, figures)
         return self._figures[1]
+
+    @property
+    def final_metrics(self) -> dict[str, float]:
+        """The last value of each compiled metric (core.figures.final_metrics), live and from a file alike."""
+        return final_metrics(self.metrics)
 
     def step_fraction(self) -> float:
         """How far this run got, 0..1, from its steps and its planned total."""
@@ -249,6 +256,7 @@ class SweepData:
     def _on_epoch_ended(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
         run.epochs.extend({k: e[k] for k in run.epochs.names() if k in e})
+        _append_aligned(run.metrics, e.get("metrics") or {}, len(run.epochs))
         run.epochs_version = next_version()
         run.touch()
 
@@ -300,6 +308,7 @@ class SweepData:
             run.steps.extend(dict(rec.steps or {}))
             run.epochs.extend(dict(rec.epochs or {}))
             run.evals.extend(dict(rec.evals or {}))
+            run.metrics = {k: [float(x) for x in v] for k, v in (rec.metrics or {}).items()}
             run.eval_metrics = {
                 k: [float(x) for x in v] for k, v in (rec.evals or {}).items() if k not in ev.EVAL_COLUMN_NAMES
             }

@@ -50,6 +50,7 @@ def summary_rows(sweep: SweepData | SweepRecord, writer_gone: bool = False) -> l
         status = status_if_writer_gone(run.status) if writer_gone else run.status
         row = {"index": run.index, "batch_size": run.batch_size, "seed": run.seed, "status": status}
         row.update(run.figures.as_dict())
+        row["metrics"] = run.final_metrics  # the model's compiled metrics at the end: {"val_mae": 0.12, ...}
         row["message"] = run.message
         rows.append(row)
     return rows
@@ -108,6 +109,31 @@ def target_line(spec: dict[str, Any]) -> str | None:
         f"target: {target.describe()} (first evaluation strictly better), evaluated {when}{limit}; "
         "time to target is training time, evaluation passes left out"
     )
+
+
+def metric_names(rows: list[dict[str, Any]]) -> list[str]:
+    """Every compiled metric any row has, train_NAME first, then val_NAME."""
+    names = {name for row in rows for name in row.get("metrics") or {}}
+    return sorted(names, key=lambda n: (not n.startswith("train_"), n))
+
+
+def format_metrics_table(rows: list[dict[str, Any]]) -> str | None:
+    """The model's compiled metrics at the end of each run (batch, seed, one column per metric), or None
+    when no run has any."""
+    names = metric_names(rows)
+    if not names:
+        return None
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="", expand=False)
+    for header in ("batch", "seed", *(f"final {n}" for n in names)):
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in rows:
+        metrics = row.get("metrics") or {}
+        cells = [_cell("batch_size", row.get("batch_size"), "{:d}"), _cell("seed", row.get("seed"), "{:d}")]
+        table.add_row(*cells, *(_cell(n, metrics.get(n, math.nan), "{:.4g}") for n in names))
+    console = Console(file=io.StringIO(), width=TABLE_MAX_WIDTH, color_system=None, highlight=False)
+    with console.capture() as captured:
+        console.print(table)
+    return "\n".join(line.rstrip() for line in captured.get().splitlines())
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from batchlab.core.figures import FIGURE_NAMES
 from batchlab.core.model import FAILED_STATUSES, RunData, SweepData
 from batchlab.core.spec_diff import flat_settings, spec_differences
+from batchlab.core.table import metric_names
 from batchlab.gui import theme
 from batchlab.gui.files import write_export
 from batchlab.gui.plot_style import BatchColours
@@ -186,6 +187,8 @@ class RunsModel(QAbstractTableModel):
         settings = [*SPEC_CONTEXT, *(key for key in differing if key not in (*SPEC_CONTEXT, "lr"))]
         header = [*self.rows_as_text()[0], *settings, "epochs done", "steps done", "learning rate"]
         header += ["engine", *FIGURE_NAMES]
+        metrics = metric_names([{"metrics": run.final_metrics} for _, run in self._rows])
+        header += [f"final {name}" for name in metrics]  # the model's compiled metrics (core.figures)
         out = [header]
         for (source, run), table_row in zip(self._rows, self.rows_as_text()[1:], strict=True):
             data = self.sources[source]
@@ -194,7 +197,9 @@ class RunsModel(QAbstractTableModel):
             context = [_text(spec.get(key)) for key in settings]
             context += [str(len(run.epochs)), str(len(run.steps)), _text(run.attrs.get("lr", spec.get("lr")))]
             context += [_text(run.attrs.get("engine", spec.get("loop")))]
-            out.append([*table_row, *context, *(_text(figures[name]) for name in FIGURE_NAMES)])
+            finals = run.final_metrics
+            figures_text = [_text(figures[name]) for name in FIGURE_NAMES]
+            out.append([*table_row, *context, *figures_text, *(_text(finals.get(n, math.nan)) for n in metrics)])
         return out
 
     def failed_rows(self) -> list[RunKey]:

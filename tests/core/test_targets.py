@@ -8,7 +8,7 @@ import pytest
 from batchlab.core.events import EVALUATION, LOG
 from batchlab.core.figures import run_figures
 from batchlab.core.spec import Budget, SpecError, SweepSpec, build_spec, spec_errors
-from batchlab.core.table import NOT_REACHED_TEXT, format_table
+from batchlab.core.table import NOT_REACHED_TEXT, format_table, summary_rows
 from batchlab.core.targets import (
     NOT_REACHED,
     Target,
@@ -406,3 +406,34 @@ def test_the_models_metrics_are_evals_columns_live_and_in_the_file_nan_where_mis
     np.testing.assert_array_equal(live.runs[0].eval_metrics["val_mse"], run.evals["val_mse"])
     for figures in (run.figures, live.runs[0].figures, SweepData.from_file(tmp_path / "m.h5").runs[0].figures):
         assert (figures.target_reached, figures.steps_to_target, figures.examples_to_target) == (1, 20, 160)
+
+
+def test_final_metrics_are_the_last_finite_value_per_name_live_in_the_report_and_from_the_file(tmp_path):
+    """The model's compiled metrics at a run's end: the same numbers live, from the file, in the report."""
+    from batchlab.core.events import EPOCH_ENDED, RUN_ENDED, RUN_STARTED, make_event
+    from batchlab.core.figures import final_metrics
+    from batchlab.core.model import SweepData
+    from batchlab.core.runfile import RunFileWriter
+    from batchlab.core.table import format_metrics_table
+
+    # known answers: the last finite value; NaN when none; train names first
+    nan = math.nan
+    got = final_metrics({"val_mae": [0.5, 0.25, nan], "train_mae": [0.4, 0.2, 0.1], "val_auc": [nan]})
+    assert list(got) == ["train_mae", "val_auc", "val_mae"]
+    assert got["train_mae"] == 0.1 and got["val_mae"] == 0.25 and math.isnan(got["val_auc"])
+
+    events = [make_event(RUN_STARTED, run=0, batch_size=8, seed=0)]
+    for epoch, metrics in enumerate([{"train_mae": 0.4, "val_mae": 0.5}, {"train_mae": 0.2, "val_mae": 0.3}]):
+        events.append(make_event(EPOCH_ENDED, run=0, epoch=epoch, train_loss=1.0, metrics=metrics))
+    events.append(make_event(RUN_ENDED, run=0, status="ok", message="", total_time=2.0))
+    live = SweepData()
+    with RunFileWriter(tmp_path / "f.h5") as writer:
+        for event in events:
+            live.handle(event)
+            writer.handle(event)
+    from_file = SweepData.from_file(tmp_path / "f.h5")
+    assert live.runs[0].final_metrics == from_file.runs[0].final_metrics == {"train_mae": 0.2, "val_mae": 0.3}
+    text = format_metrics_table(summary_rows(from_file))
+    assert text.splitlines()[0].split() == ["batch", "seed", "final", "train_mae", "final", "val_mae"]
+    assert text.splitlines()[1].split() == ["8", "0", "0.2", "0.3"]
+    assert format_metrics_table([{"batch_size": 8, "seed": 0, "metrics": {}}]) is None

@@ -200,3 +200,29 @@ def test_csv_carries_each_runs_context_and_figures(main_window, tmp_path):
     # one column per thing: the sweep's name once, the learning rate once (it was also "sweep file" and "lr")
     assert len(header) == len(set(header))
     assert "sweep file" not in header and "lr" not in header and "budget" not in header
+
+
+def test_csv_has_the_final_value_of_each_compiled_metric_as_the_model_gives_it(main_window, tmp_path):
+    from batchlab.core.events import EPOCH_ENDED
+    from batchlab.core.runfile import RunFileWriter
+
+    from tests.gui.synthetic import sweep_events
+
+    events = list(sweep_events(batch_sizes=(16, 64), epochs=2))
+    for event in events:
+        if event["type"] == EPOCH_ENDED:  # a user's regression model: mae per epoch, falling with the epochs
+            event["metrics"] = {"train_mae": 0.5 / (event["epoch"] + 1 + event["run"])}
+            event["metrics"]["val_mae"] = 0.25 + event["epoch"] + event["run"]
+    with RunFileWriter(tmp_path / "mae.h5") as writer:
+        for event in events:
+            writer.handle(event)
+    w = main_window
+    assert w.open_file(str(tmp_path / "mae.h5"))
+    with open(w.export_table(str(tmp_path / "runs.csv")), newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    data = SweepData.from_file(tmp_path / "mae.h5")
+    assert len(rows) == 2
+    for row in rows:
+        run = next(r for r in data.ordered_runs() if r.batch_size == int(row["batch size"]))
+        assert float(row["final val_mae"]) == run.final_metrics["val_mae"] == 0.25 + 1 + run.index
+        assert float(row["final train_mae"]) == pytest.approx(run.final_metrics["train_mae"])
