@@ -23,6 +23,10 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
   ``examples``, ``epochs`` and ``train_wall_time`` (training time without evaluation passes) are
   steps/examples/epochs/time to target; NaN and ``target_reached`` = 0 when none is (not reached
   within the budget), -1 when the run has no target.
+- evaluation points on a loss plot (the live window's markers, evaluation_points): per evaluation
+  its steps, examples and wall_time and one loss-scale value: the target's metric when it is
+  ``train_loss`` or ``val_loss``, else ``val_loss``, else (no validation) ``train_loss``; and the
+  row that met the target by the rule above, with the text "met val_accuracy>0.98 at step 1,350".
 - running epoch (the live window's provisional points, not a run figure): the epoch of the last
   step while no epoch row has ended it; the sample-weighted mean loss of its steps so far and
   their samples over their step durations (as for throughput).
@@ -40,7 +44,7 @@ from typing import Any
 
 import numpy as np
 from batchlab.core import events as ev
-from batchlab.core.targets import NOT_REACHED, TargetSyntaxError, parse_target, target_result
+from batchlab.core.targets import NOT_REACHED, TargetSyntaxError, first_reached, parse_target, target_result
 
 # Memory columns in the order they are preferred (see peak_memory_source).
 MEMORY_SOURCES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
@@ -128,6 +132,54 @@ def target_figures(evals: Table, attrs: Mapping[str, Any]):
         return -1, NOT_REACHED
     result = target_result(target, evals)
     return int(result.reached), result
+
+
+LOSS_SCALE_METRICS = ("val_loss", "train_loss")  # evaluation metrics drawn on a loss axis, in preference order
+
+
+@dataclass(frozen=True)
+class EvaluationPoints:
+    """A run's evaluation points as a loss plot shows them, and where it met its target."""
+
+    metric: str  # the evals column in `values` (a loss: val_loss or train_loss)
+    steps: np.ndarray  # optimizer steps before each evaluation
+    examples: np.ndarray  # training examples seen by then
+    wall_time: np.ndarray  # s, the run's clock when each evaluation began
+    values: np.ndarray  # the metric at each evaluation (NaN where the row has none)
+    met_row: int | None  # the evaluation that met the target (Shallue's rule); None: not met or no target
+    met_text: str  # "met val_accuracy>0.98 at step 1,350", "" when not met
+
+
+def evaluation_points(evals: Table, attrs: Mapping[str, Any] | None = None) -> EvaluationPoints | None:
+    """The evaluation points of a run for a loss plot (module docstring); None when it has none."""
+    steps = _column(evals, "steps")
+    if not len(steps):
+        return None
+    attrs = attrs or {}
+    target = None
+    if attrs.get("target"):
+        try:
+            target = parse_target(str(attrs["target"]))
+        except TargetSyntaxError:
+            target = None
+    n = len(steps)
+    candidates = [m for m in LOSS_SCALE_METRICS if target is not None and m == target.metric]
+    candidates += [m for m in LOSS_SCALE_METRICS if m not in candidates]
+    metric = next((m for m in candidates if np.isfinite(_column(evals, m, n).astype(np.float64)).any()), candidates[0])
+    met_row, met_text = None, ""
+    if target is not None and evals.get(target.metric) is not None:
+        met_row = first_reached(target, np.asarray(evals[target.metric], dtype=np.float64).tolist())
+        if met_row is not None:
+            met_text = f"met {target.describe().replace(' ', '')} at step {int(steps[met_row]):,}"
+    return EvaluationPoints(
+        metric=metric,
+        steps=np.asarray(steps, dtype=np.float64),
+        examples=_column(evals, "examples", n).astype(np.float64),
+        wall_time=_column(evals, "wall_time", n).astype(np.float64),
+        values=_column(evals, metric, n).astype(np.float64),
+        met_row=met_row,
+        met_text=met_text,
+    )
 
 
 def final_loss(steps: Table, epochs: Table) -> float:

@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 from batchlab.core import events as ev
-from batchlab.core.figures import FIGURE_NAMES, MEMORY_SOURCES, RunFigures, final_metrics, run_figures
+from batchlab.core.figures import (
+    FIGURE_NAMES,
+    MEMORY_SOURCES,
+    EvaluationPoints,
+    RunFigures,
+    evaluation_points,
+    final_metrics,
+    run_figures,
+)
 from batchlab.core.runfile.format import column_values
 from batchlab.core.runfile.reader import SweepRecord, read_run_file
 
@@ -147,13 +155,19 @@ class RunData:
     def figures(self) -> RunFigures:
         """Every per-run figure (see run_figures), recomputed only when the run changed."""
         if self._figures is None or self._figures[0] != self.version:
-            evals = {
-                **{k: np.asarray(v, dtype=np.float64) for k, v in self.eval_metrics.items()},
-                **self.evals.as_dict(),
-            }
-            figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs, evals)
+            figures = run_figures(self.steps.as_dict(), self.epochs.as_dict(), self.attrs, self.evals_table())
             self._figures = (self.version, figures)
         return self._figures[1]
+
+    def evals_table(self, rows: int | None = None) -> dict[str, np.ndarray]:
+        """The evaluation points: the evals/ columns and the model's other metrics, the first `rows` (None: all)."""
+        table = {k: np.asarray(v, dtype=np.float64) for k, v in self.eval_metrics.items()}
+        table.update(self.evals.as_dict())
+        return {k: v[:rows] for k, v in table.items()} if rows is not None else table
+
+    def evaluation_points(self, rows: int | None = None) -> EvaluationPoints | None:
+        """Its evaluation points for a loss plot and where it met its target (core.figures.evaluation_points)."""
+        return evaluation_points(self.evals_table(rows), self.attrs)
 
     @property
     def final_metrics(self) -> dict[str, float]:

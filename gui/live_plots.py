@@ -17,6 +17,7 @@ import pyqtgraph as pg
 from batchlab.core.figures import running_epoch
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.epoch_bars import EpochBars
+from batchlab.gui.eval_marks import EvalMarks
 from batchlab.gui.plot_style import (
     MIB,
     PLOT_COLOURS,
@@ -91,6 +92,8 @@ STYLE_LEGEND = {
 }
 PLOT_ORDER = tuple(PLOTS)
 PLOT_TABLE = {plot_id: "steps" if plot_id in ("loss_step", "loss_time") else "epochs" for plot_id in PLOTS}
+# Plots that also show evaluation points and target marks (gui/eval_marks.py), with their x axis ("loss_x": the choice)
+EVAL_PLOTS = {"loss_step": "loss_x", "loss_time": "wall_time"}
 
 
 class LivePlots(QWidget):
@@ -127,13 +130,14 @@ class LivePlots(QWidget):
         self._drawn: dict[tuple[str, int, str], tuple] = {}  # (source, run, plot) -> (rows, status) drawn
         self._envelopes: dict[RunKey, StepEnvelope] = {}
         self._provisional: dict[tuple[str, int, str], pg.PlotDataItem] = {}  # (source, run, plot) -> marker
-        self._snapshot: dict[RunKey, tuple[int, int]] = {}  # rows of (steps, epochs) to draw
+        self._snapshot: dict[RunKey, tuple[int, int, int]] = {}  # rows of (steps, epochs, evals) to draw
         self._phase: tuple = ()  # what the main sweep was doing at the last snapshot, and since when
         self._phase_since = 0.0
         self._legend_named: set[tuple[str, str, int]] = set()
         self._style_named: dict[str, pg.PlotDataItem] = {}  # series -> its grey legend sample
         self._memory_label = ""
         self.bars = EpochBars(self.plots["epoch_split"].getPlotItem(), colours)
+        self.evals = EvalMarks()
         self._bars_drawn: set[str] = set()  # sources whose bars were drawn
         self.selection: set[RunKey] = set()
         self.set_points: dict[str, int] = {}  # plot id -> points handed to setData by its last update (tests)
@@ -174,6 +178,7 @@ class LivePlots(QWidget):
             self.plots[key[2]].getPlotItem().removeItem(self._provisional.pop(key))
         self._legend_named = {n for n in self._legend_named if n[1] != source}
         self.bars.remove(source)
+        self.evals.remove(self.plots, source)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
         self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
         self._bars_drawn.discard(source)
@@ -215,7 +220,7 @@ class LivePlots(QWidget):
     def take_snapshot(self) -> None:
         """Note how many rows each run has now: the plots and status_text() show this moment until the next."""
         self._snapshot = {
-            (source, run.index): (len(run.steps), len(run.epochs))
+            (source, run.index): (len(run.steps), len(run.epochs), len(run.evals))
             for source, data in self.sources.items()
             for run in data.runs.values()
         }
@@ -224,8 +229,8 @@ class LivePlots(QWidget):
             self._phase, self._phase_since = phase, self._clock()
 
     def _rows(self, source: str, run: RunData, table: str) -> int:
-        steps, epochs = self._snapshot.get((source, run.index), (0, 0))
-        return steps if table == "steps" else epochs
+        steps, epochs, evals = self._snapshot.get((source, run.index), (0, 0, 0))
+        return {"steps": steps, "epochs": epochs, "evals": evals}[table]
 
     def refresh(self) -> None:
         """Take a snapshot and redraw every plot whose runs changed (a new source, selection or axis)."""
@@ -251,6 +256,8 @@ class LivePlots(QWidget):
         state = (self._rows(source, run, PLOT_TABLE[plot_id]), run.status)
         if plot_id in PROVISIONAL and run.status == "running":
             state += (self._rows(source, run, "steps"),)
+        if plot_id in EVAL_PLOTS:
+            state += (self._rows(source, run, "evals"),)
         return state
 
     def update_plot(self, plot_id: str) -> bool:
@@ -326,6 +333,8 @@ class LivePlots(QWidget):
             shown = True
         if only_plot in PROVISIONAL:
             shown = self._draw_provisional(source, run, only_plot) or shown
+        if only_plot in EVAL_PLOTS:
+            shown = self._draw_evaluations(source, run, only_plot) or shown
         if only_plot == "memory":
             self._label_memory()
         return shown or len(legend.items) != entries
@@ -353,6 +362,28 @@ class LivePlots(QWidget):
             self.plots[plot_id].getPlotItem().addItem(marker)
             self._style_provisional(marker, run.batch_size)
         marker.setData([figures.epoch + 1.0], [getattr(figures, PROVISIONAL[plot_id])])
+        return True
+
+    def _draw_evaluations(self, source: str, run: RunData, plot_id: str) -> bool:
+        """The run's evaluation points and target mark in a loss plot (core.figures.evaluation_points)."""
+        n = self._rows(source, run, "evals")
+        if not n and (source, run.index, plot_id) not in self.evals.curves:
+            return False
+        x_axis = EVAL_PLOTS[plot_id] if EVAL_PLOTS[plot_id] != "loss_x" else self.loss_x
+        key = (source, run.index)
+        drawn = self.evals.draw(
+            self.plots[plot_id].getPlotItem(),
+            plot_id,
+            key,
+            run.evaluation_points(n) if n else None,
+            x_axis,
+            self.log_x,
+            self.colours.colour(run.batch_size),
+            rank=run.index,
+            dimmed=bool(self.selection) and key not in self.selection,
+            highlighted=key in self.selection,
+        )
+        self.set_points[plot_id] = self.set_points.get(plot_id, 0) + drawn
         return True
 
     def _style_provisional(self, marker: pg.PlotDataItem, batch_size: int) -> None:
@@ -438,7 +469,7 @@ class LivePlots(QWidget):
             return ()
         for run in data.ordered_runs():
             if run.status == "running":
-                rows = self._snapshot.get(("main", run.index), (0, 0))[0]
+                rows = self._snapshot.get(("main", run.index), (0, 0, 0))[0]
                 return (run.index, "training" if rows else "first step")
         pending = [r for r in data.ordered_runs() if r.status == "pending"]
         return (pending[0].index, "starting") if pending else ()
@@ -499,6 +530,8 @@ class LivePlots(QWidget):
         for series in self._style_named:
             self._style_sample(series)
         self.bars.restyle_legend()
+        self.evals.restyle_legend()
+        self._drawn = {k: v for k, v in self._drawn.items() if k[2] not in EVAL_PLOTS}  # marks restyled as drawn
         self._bars_drawn.clear()
         self.refresh()
 

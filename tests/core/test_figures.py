@@ -25,3 +25,29 @@ def test_running_epoch_known_answer_and_none_once_its_row_came():
     ended = {"epoch": np.array([0, 1]), "wall_time": np.array([0.3, 0.9]), "train_loss": np.array([9.0, 2.0])}
     assert running_epoch(steps, ended) is None
     assert running_epoch({k: v[:0] for k, v in steps.items()}, {}) is None
+
+
+def test_evaluation_points_for_a_loss_plot_and_the_row_that_met_the_target():
+    from batchlab.core.figures import evaluation_points
+
+    evals = {
+        "steps": np.array([100, 200, 300, 400]),
+        "examples": np.array([800, 1600, 2400, 3200]),
+        "wall_time": np.array([1.0, 2.5, 4.0, 5.5]),
+        "train_loss": np.array([0.9, 0.5, 0.3, 0.2]),
+        "val_loss": np.array([1.0, 0.6, 0.35, 0.25]),
+        "val_accuracy": np.array([0.9, 0.98, 0.985, 0.99]),  # equal to the target is not met (strictly better)
+    }
+    p = evaluation_points(evals, {"target": "val_accuracy=0.98"})
+    assert p.metric == "val_loss" and p.values.tolist() == [1.0, 0.6, 0.35, 0.25]
+    assert p.steps.tolist() == [100, 200, 300, 400] and p.examples.tolist() == [800, 1600, 2400, 3200]
+    assert p.met_row == 2 and p.met_text == "met val_accuracy>0.98 at step 300"
+    # a train-loss target is drawn as what it is compared with; a big step count gets thousands separators
+    q = evaluation_points({**evals, "steps": evals["steps"] * 10}, {"target": "train_loss=0.4"})
+    assert q.metric == "train_loss" and q.met_row == 2 and q.met_text == "met train_loss<0.4 at step 3,000"
+    # not reached, no target, no validation (val_loss NaN: the train loss), no evaluations
+    assert evaluation_points(evals, {"target": "val_loss=0.1"}).met_row is None
+    assert evaluation_points(evals, {}).met_text == "" and evaluation_points(evals, {}).metric == "val_loss"
+    no_val = {**evals, "val_loss": np.full(4, np.nan)}
+    assert evaluation_points(no_val, {}).metric == "train_loss"
+    assert evaluation_points({k: v[:0] for k, v in evals.items()}, {"target": "val_loss=0.1"}) is None
