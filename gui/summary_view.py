@@ -1,7 +1,9 @@
 """The sweep summary: final loss, total time, throughput and peak memory against batch size.
 
-One point per finished run, a line through the mean over seeds of the runs that ended ok,
-and a labelled marker for every run that ran out of memory, diverged, crashed or stopped.
+One point per finished run, a line through the mean over seeds of the runs that ended ok with,
+where a batch size ran with several seeds, a band from their min to their max (core/aggregate.py,
+the aggregation of the CLI's per-batch-size table), and a labelled marker for every run that ran
+out of memory, diverged, crashed or stopped.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 import pyqtgraph as pg
+from batchlab.core.aggregate import aggregate_by_batch
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.plot_style import (
     MIB,
@@ -33,6 +36,14 @@ METRICS = {
     "throughput": ("Throughput", "throughput", "samples/s"),
     "peak_memory": ("Peak memory", "memory", "MiB"),
 }
+# The run figure (core.figures.RunFigures) behind each metric, for the aggregation over seeds
+METRIC_FIGURES = {
+    "final_loss": "final_loss",
+    "total_time": "total_time",
+    "throughput": "samples_per_s",
+    "peak_memory": "peak_memory_bytes",
+}
+BAND_ALPHA = 60  # of 255: the min-max band behind the points
 # Amounts whose axis starts at zero, so a difference looks as large as it is
 FROM_ZERO = ("total_time", "throughput", "peak_memory")
 # Smallest y span of an axis, relative to its values: one run (or equal ones) still gets tick labels
@@ -203,16 +214,48 @@ class SummaryView(QWidget):
             self._add(plot, metric, text)
             self.marks.append((metric, source, run.index, label))
         if ok_values:
-            batches = sorted(ok_values)
-            means = [float(np.mean(ok_values[b])) for b in batches]
-            style = pg.QtCore.Qt.PenStyle.DashLine if compare else None
-            line_pen = pg.mkPen(PLOT_COLOURS["neutral"], width=1.2, style=style)
-            # a legend only when two sweeps are overlaid: the dashed line is the comparison
-            name = f"{data.label or source}: mean over seeds" if len(self.sources) > 1 else None
-            line = pg.PlotDataItem(np.log2(batches), means, pen=line_pen, name=name)
-            self._add(plot, metric, line)
+            self._draw_mean_and_band(plot, metric, source, data, ended)
         scatter = pg.ScatterPlotItem(spots=spots, hoverable=True, tip=_tip)
         self._add(plot, metric, scatter)
+
+    def _draw_mean_and_band(self, plot: pg.PlotItem, metric: str, source: str, data: SweepData, ended) -> None:
+        """The mean over seeds per batch size as a grey line; where a batch size has several seeds, a band
+        from their min to their max, and the legend says so ("mean, band = min-max over 3 seeds")."""
+        figure = METRIC_FIGURES[metric]
+        scale = MIB if metric == "peak_memory" else 1.0
+        rows = [
+            {"batch_size": r.batch_size, "seed": r.seed, "status": r.status, figure: getattr(r.figures, figure)}
+            for r in ended
+        ]
+        groups = [g for g in aggregate_by_batch(rows, (figure,)) if g[figure].n > 0]
+        if not groups:
+            return
+        x = np.log2([g["batch_size"] for g in groups])
+        mean, low, high = (np.array([getattr(g[figure], f) / scale for g in groups]) for f in ("mean", "low", "high"))
+        seeds = sorted({g[figure].n for g in groups})
+        compare = source == "compare"
+        style = pg.QtCore.Qt.PenStyle.DashLine if compare else None
+        line_pen = pg.mkPen(PLOT_COLOURS["neutral"], width=1.2, style=style)
+        name = None
+        if seeds[-1] > 1:
+            counted = f"{seeds[-1]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+            name = f"mean, band = min-max over {counted} seeds"
+            band = pg.FillBetweenItem(
+                pg.PlotDataItem(x, low), pg.PlotDataItem(x, high), brush=_band_brush(compare), pen=None
+            )
+            band.setZValue(-10)
+            band.band = (x, low, high)
+            self._add(plot, metric, band)
+        elif len(self.sources) > 1:
+            name = "mean over seeds"
+        if name and len(self.sources) > 1:  # two sweeps overlaid: the dashed line is the comparison
+            name = f"{data.label or source}: {name}"
+        line = pg.PlotDataItem(x, mean, pen=line_pen, name=name)
+        self._add(plot, metric, line)
+
+    def bands(self, metric: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(x = log2 batch, low, high) of each min-max band drawn in a metric's plot (for tests)."""
+        return [i.band for i in self._items[metric] if isinstance(i, pg.FillBetweenItem)]
 
     def _add(self, plot: pg.PlotItem, metric: str, item: pg.GraphicsObject) -> None:
         plot.addItem(item)
@@ -221,6 +264,12 @@ class SummaryView(QWidget):
     def point_count(self, metric: str) -> int:
         """Number of run markers (ok and failed) drawn in a metric's plot."""
         return sum(len(i.points()) for i in self._items[metric] if isinstance(i, pg.ScatterPlotItem))
+
+
+def _band_brush(compare: bool) -> pg.QtGui.QBrush:
+    c = pg.mkColor(PLOT_COLOURS["neutral"])
+    c.setAlpha(BAND_ALPHA // 2 if compare else BAND_ALPHA)
+    return pg.mkBrush(c)
 
 
 def _tip(x: float, y: float, data) -> str:
