@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from batchlab.core.analysis.robust_line import fit_line
+from batchlab.core.analysis.robust_line import fit_batch_line
 from batchlab.core.model import SweepData
 
 
@@ -50,21 +50,18 @@ def fit_memory(batch_sizes: Sequence[int], peaks: Sequence[float], **context) ->
 
     Peaks of -1 (unknown) are left out. `context` sets `source` and `steady`.
     """
-    b = np.asarray(batch_sizes, dtype=np.float64)
-    p = np.asarray(peaks, dtype=np.float64)
-    keep = np.isfinite(b) & np.isfinite(p) & (b > 0) & (p > 0)
-    b, p = b[keep], p[keep]
-    line = fit_line(b, p, relative=True) if len(np.unique(b)) >= 2 else None
-    if line is None:
+    fitted = fit_batch_line(batch_sizes, peaks)
+    if fitted is None:
         return None
+    line = fitted.line
     return MemoryFit(
         m0=line.intercept,
         m1=line.slope,
-        batch_sizes=tuple(int(v) for v in b),
-        peaks=tuple(int(v) for v in p),
+        batch_sizes=tuple(int(v) for v in fitted.batch_sizes),
+        peaks=tuple(int(v) for v in fitted.values),
         r2=line.r2,
         median_rel_residual=line.median_rel_residual,
-        outliers=tuple(int(b[i]) for i in line.outliers),
+        outliers=fitted.outlier_batch_sizes,
         **context,
     )
 

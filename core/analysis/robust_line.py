@@ -110,3 +110,30 @@ def fit_line(x, y, relative: bool = True) -> LineFit | None:
         median_rel_residual=float(np.median(rel)),
         outliers=tuple(int(i) for i in index[~inlier]),
     )
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """A robust line over per-batch-size points (value against batch size), with the points it kept."""
+
+    line: LineFit
+    batch_sizes: np.ndarray  # the points kept (positive and finite), in the order given
+    values: np.ndarray
+
+    @property
+    def outlier_batch_sizes(self) -> tuple[int, ...]:
+        """Batch sizes of the points the fit gave no weight."""
+        return tuple(int(self.batch_sizes[i]) for i in self.line.outliers)
+
+
+def fit_batch_line(batch_sizes, values, min_sizes: int = 2) -> BatchLine | None:
+    """The shape the step-time and memory fits share: keep points with a positive, finite batch size and
+    value, fit value = a + b*B robustly (relative residuals); None with fewer than `min_sizes` distinct sizes."""
+    b = np.asarray(batch_sizes, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    keep = np.isfinite(b) & np.isfinite(v) & (b > 0) & (v > 0)
+    b, v = b[keep], v[keep]
+    if len(np.unique(b)) < max(2, min_sizes):
+        return None
+    line = fit_line(b, v, relative=True)
+    return None if line is None else BatchLine(line, b, v)

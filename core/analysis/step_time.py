@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from batchlab.core.analysis.robust_line import fit_line
+from batchlab.core.analysis.robust_line import fit_batch_line
 from batchlab.core.model import SweepData
 
 MIN_BATCH_SIZES = 2  # a line needs two distinct batch sizes
@@ -52,23 +52,18 @@ class StepTimeFit:
 
 def fit_step_time(batch_sizes: Sequence[int], step_times: Sequence[float]) -> StepTimeFit | None:
     """Robust fit of step times (s) against batch sizes; None with fewer than two distinct sizes."""
-    b = np.asarray(batch_sizes, dtype=np.float64)
-    t = np.asarray(step_times, dtype=np.float64)
-    keep = np.isfinite(b) & np.isfinite(t) & (b > 0) & (t > 0)
-    b, t = b[keep], t[keep]
-    if len(np.unique(b)) < MIN_BATCH_SIZES:
+    fitted = fit_batch_line(batch_sizes, step_times, MIN_BATCH_SIZES)
+    if fitted is None:
         return None
-    line = fit_line(b, t, relative=True)
-    if line is None:
-        return None
+    line = fitted.line
     return StepTimeFit(
         alpha=line.intercept,
         beta=line.slope,
-        batch_sizes=tuple(int(v) for v in b),
-        step_times=tuple(float(v) for v in t),
+        batch_sizes=tuple(int(v) for v in fitted.batch_sizes),
+        step_times=tuple(float(v) for v in fitted.values),
         r2=line.r2,
         median_rel_residual=line.median_rel_residual,
-        outliers=tuple(int(b[i]) for i in line.outliers),
+        outliers=fitted.outlier_batch_sizes,
     )
 
 
