@@ -127,7 +127,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
     report = sub.add_parser("report", help="print the summary table of a run file")
     report.add_argument("file", help="an .h5 run file written by batchlab")
-    report.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    report.add_argument("--json", action="store_true", help="print JSON instead of tables: the runs and the analysis")
     info = sub.add_parser("info", help="print versions and the devices TensorFlow sees")
     info.add_argument("--peak", action="store_true", help="measure the device's matmul peak (FLOP/s) and cache it")
     info.add_argument("--device", default="auto", help="with --peak: auto (default), cpu or gpu:N")
@@ -339,6 +339,7 @@ def _print_table(path: Path) -> None:
     print(format_table(rows))
     _print_seed_table(rows)
     _print_explanation(sweep)
+    _print_analysis(sweep)
     _print_metrics_table(rows)
 
 
@@ -377,6 +378,22 @@ def _print_explanation(sweep) -> None:
     print()
     print("Why the times and memory came out this way:")
     for paragraph in explain_sweep(sweep, peak_flops=peak):
+        print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
+
+
+def _print_analysis(sweep) -> None:
+    """Steps and time to target, the critical batch, regimes and the recommendation (core/analysis/analyse.py)."""
+    import textwrap
+
+    from batchlab.core.analysis.advice import analysis_table
+    from batchlab.core.analysis.analyse import analyse
+
+    analysis = analyse(sweep)
+    print()
+    print("Which batch size, and why (docs/analysis.md):")
+    if analysis.target and analysis.batches:
+        print(analysis_table(analysis))
+    for paragraph in analysis.recommendation:
         print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
 
 
@@ -491,7 +508,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     sweep = SweepData.from_file(args.file)  # the same model, and so the same figures, as the window
     rows = summary_rows(sweep)
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
+        from batchlab.core.analysis.analyse import analyse
+
+        print(json.dumps({"runs": rows, "analysis": analyse(sweep).as_dict()}, indent=2, default=str))
         return EXIT_OK
     env = sweep.environment
     print(f"{args.file}: sweep {sweep.status}; {env.get('device_description', 'unknown device')}")
@@ -505,6 +524,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(format_table(rows))
     _print_seed_table(rows)
     _print_explanation(sweep)
+    _print_analysis(sweep)
     _print_metrics_table(rows)
     return EXIT_OK
 

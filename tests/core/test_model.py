@@ -148,7 +148,7 @@ def _assert_identical(live: SweepData, path, capsys) -> None:
     """The live model, the file reopened and `batchlab report --json` give identical figures."""
     reopened = SweepData.from_file(path)
     assert cli.main(["report", str(path), "--json"]) == 0
-    reported = {row["index"]: row for row in json.loads(capsys.readouterr().out)}
+    reported = {row["index"]: row for row in json.loads(capsys.readouterr().out)["runs"]}
     assert {i: r["status"] for i, r in reported.items()} == {r.index: r.status for r in live.ordered_runs()}
     expected = _figures_of(live)
     assert set(expected) == set(_figures_of(reopened)) == set(reported)

@@ -1,7 +1,10 @@
 """Train to a target end to end: real sweeps on the bundled data, their evals/ table, and the report."""
 
+import json
+
 import h5py
 import numpy as np
+from batchlab.core import cli
 from batchlab.core.events import EVAL_COLUMN_NAMES
 from batchlab.core.table import NOT_REACHED_TEXT
 
@@ -11,7 +14,7 @@ from tests.core.test_cli import assert_one_line_error, batchlab
 SMALL = ["--preset", "mnist-mlp", "--samples", "1000", "--val-samples", "300", "--device", "cpu"]
 
 
-def test_a_run_stops_at_the_first_evaluation_that_beats_the_target_and_the_report_says_where(tmp_path):
+def test_a_run_stops_at_the_first_evaluation_that_beats_the_target_and_the_report_says_where(tmp_path, capsys):
     out = tmp_path / "target.h5"
     args = ["--batch-sizes", "32", "--target", "val_accuracy=0.5", "--eval-every", "10", "--max-epochs", "2"]
     result = batchlab("sweep", *SMALL, *args, "--out", out)
@@ -48,6 +51,19 @@ def test_a_run_stops_at_the_first_evaluation_that_beats_the_target_and_the_repor
     cells = row.split()
     assert cells[0] == "32" and str(reached_at) in cells and cells[-1] == "ok"
     assert f"{evals['train_wall_time'][-1]:.2f}" in cells
+    # the analysis section: the measured fastest batch with its numbers, and why there is no critical batch yet
+    text = " ".join(report.stdout.split())
+    assert f"Fastest to the target on this device (measured): batch 32, {evals['train_wall_time'][-1]:.3g} s" in text
+    assert f"(one run, {reached_at:,} steps)" in text
+    needs = "Critical batch: not fitted; it needs steps to target at 3 or more batch sizes (runs met the target at 1)"
+    assert needs in text
+    assert "Not measured: one run per batch size" in text
+    assert cli.main(["report", str(out), "--json"]) == 0
+    analysis = json.loads(capsys.readouterr().out)["analysis"]
+    assert analysis["target"] == "val_accuracy=0.5" and analysis["best_measured"] == 32
+    steps = analysis["batches"][0]["steps_to_target"]
+    assert steps == {"mean": reached_at, "low": reached_at, "high": reached_at, "n": 1}
+    assert analysis["critical"] is None and analysis["noise_scale"] is None
 
 
 def test_a_run_that_misses_its_target_uses_its_whole_steps_budget_and_says_not_reached(tmp_path):

@@ -43,7 +43,7 @@ def test_the_runs_table_shows_the_same_figures_live_reopened_and_in_report(main_
     reopened = main_window.table.runs_model.rows_as_text()
     assert live == reopened
     assert cli.main(["report", path, "--json"]) == 0
-    reported = json.loads(capsys.readouterr().out)
+    reported = json.loads(capsys.readouterr().out)["runs"]
     header = live[0]
 
     def text(value: float) -> str:  # as the table's CSV text shows a number

@@ -1,0 +1,100 @@
+"""Synthetic train-to-target sweeps with known answers for the analysis tests (no TensorFlow)."""
+
+import math
+
+import numpy as np
+from batchlab.core.events import make_event
+from batchlab.core.model import SweepData
+
+SMIN, BCRIT = 40.0, 64.0  # steps, samples: S(B) = SMIN (1 + BCRIT / B)
+ALPHA, BETA = 2e-3, 25e-6  # s, s per sample: the wall time of a steady step
+SAMPLES = 20_000
+TARGET = "val_loss=0.5"
+
+
+def steps_to_target(b: float) -> float:
+    return SMIN * (1 + BCRIT / b)
+
+
+def target_sweep(sizes=(8, 16, 32, 64, 128, 256, 512), seeds=(0, 1), noise=0.05, missed=(), lr=0.05, rng_seed=3):
+    """A sweep whose run at batch B reaches val_loss < 0.5 after S(B) x (multiplicative noise) steps, with steady
+    steps of ALPHA + BETA*B s, host memory 300 MiB + 0.2 MiB x B, loss noise falling as 1/sqrt(B).
+    Batch sizes in `missed` train 2 S(B) steps and never meet the target."""
+    rng = np.random.default_rng(rng_seed)
+    data = SweepData()
+    spec = {"target": TARGET, "eval_every": 10}
+    data.handle(make_event("sweep_started", spec=spec, runs=[], environment={"device_description": "cpu: test"}))
+    index = 0
+    for b in sizes:
+        for seed in seeds:
+            reach = max(3, round(steps_to_target(b) * math.exp(rng.normal(0, noise))))
+            n = 2 * reach if b in missed else reach
+            data.handle(
+                make_event(
+                    "run_started",
+                    run=index,
+                    batch_size=b,
+                    seed=seed,
+                    samples=SAMPLES,
+                    target=TARGET,
+                    lr=lr,
+                    lr_rule="constant",
+                    lr_warmup_steps=0,
+                    lr_schedule="constant",
+                )
+            )
+            step_time = np.full(n, ALPHA + BETA * b)
+            step_time[0] = 0.5  # tracing
+            traced = np.zeros(n, dtype=int)
+            traced[0] = 1
+            wall = np.cumsum(step_time)
+            loss = 1.0 + 0.5 * np.exp(-np.arange(n) / reach) + rng.normal(0, 0.4 / math.sqrt(b), n)
+            data.handle(
+                make_event(
+                    "steps",
+                    run=index,
+                    step=list(range(n)),
+                    epoch=[0] * n,
+                    loss=loss.tolist(),
+                    batch_size=[b] * n,
+                    step_time=step_time.tolist(),
+                    fetch_time=[0.0] * n,
+                    input_wait=[0.0] * n,
+                    traced=traced.tolist(),
+                    wall_time=wall.tolist(),
+                )
+            )
+            points = sorted({reach // 2, reach, n})
+            for s in points:
+                met = s >= reach and b not in missed
+                data.handle(
+                    make_event(
+                        "evaluation",
+                        run=index,
+                        steps=s,
+                        examples=s * b,
+                        epochs=s * b / SAMPLES,
+                        wall_time=float(wall[s - 1]),
+                        train_wall_time=float(wall[s - 1]),
+                        eval_time=0.1,
+                        at_epoch_end=0,
+                        train_loss=0.3 + 0.0002 * b,
+                        val_loss=0.45 if met else 0.9,
+                    )
+                )
+            data.handle(
+                make_event(
+                    "epoch_ended",
+                    run=index,
+                    epoch=0,
+                    train_loss=1.0,
+                    val_loss=1.1,
+                    epoch_time=float(wall[-1]),
+                    wall_time=float(wall[-1]),
+                    traced_steps=1,
+                    rss_peak_bytes=int((300 + 0.2 * b) * 2**20),
+                )
+            )
+            data.handle(make_event("run_ended", run=index, status="ok", message="", total_time=float(wall[-1])))
+            index += 1
+    return data
