@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.figures import EvaluationPoints
-from batchlab.gui.plot_style import PLOT_COLOURS, run_pen
+from batchlab.gui.plot_style import PLOT_COLOURS, run_pen, text_colour
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
@@ -39,6 +39,7 @@ class EvalMarks:
         if (plot_id, metric) in self.samples or plot.legend is None:
             return
         sample = self.samples[(plot_id, metric)] = pg.PlotDataItem([0], [0], symbol="d")
+        sample.eval_metric = metric  # hollow like the marks it explains
         self.restyle_legend()
         plot.legend.addItem(sample, LEGEND_TEXT.get(metric, f"{metric} (evaluations)"))
 
@@ -123,7 +124,7 @@ class EvalMarks:
         pen = run_pen(colour, compare=line.run_key[0] == "compare", dimmed=dimmed, highlighted=False)
         pen.setStyle(Qt.PenStyle.DashLine)
         line.setPen(pen)
-        text = QColor(colour)
+        text = text_colour(colour)
         if dimmed:
             text.setAlpha(pen.color().alpha())
         line.tag.setColor(text)

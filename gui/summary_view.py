@@ -26,6 +26,7 @@ from batchlab.gui.plot_style import (
     run_brush,
     run_pen,
     sync_legend,
+    text_colour,
 )
 from PySide6.QtWidgets import QWidget
 
@@ -208,7 +209,7 @@ class SummaryView(QWidget):
                     "data": (source, run.index),
                 }
             )
-            text = pg.TextItem(label, color=pen.color(), anchor=(0.5, 1.3))
+            text = pg.TextItem(label, color=text_colour(pen.color()), anchor=(0.5, 1.3))
             text.setPos(x, y)
             text.setToolTip(run.message)
             self._add(plot, metric, text)

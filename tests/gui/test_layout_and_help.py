@@ -392,7 +392,8 @@ def drawn_colours(plot) -> list[tuple[str, str, object]]:
             add_pen(what, it.opts["pen"])
             if it.opts["symbol"] is not None:
                 add_pen(what + " symbol", it.opts["symbolPen"])
-                add_brush(what + " symbol", it.opts["symbolBrush"])
+                hollow = getattr(it, "eval_metric", None) is not None  # evaluation points: filled with the background
+                add_brush(what + (" hollow symbol" if hollow else " symbol"), it.opts["symbolBrush"])
         elif isinstance(it, pg.ScatterPlotItem):
             for point in it.points():
                 add_pen(what + " marker", point.pen())
@@ -405,7 +406,11 @@ def drawn_colours(plot) -> list[tuple[str, str, object]]:
                 if brush is not None:
                     add_brush(what + " bar", brush)
         elif isinstance(it, pg.TextItem):
-            out.append((what + f" label {it.textItem.toPlainText()!r}", "text", it.color))
+            if it.isVisible():
+                out.append((what + f" label {it.textItem.toPlainText()!r}", "text", it.color))
+        elif isinstance(it, pg.InfiniteLine):
+            if it.isVisible():
+                add_pen(what, it.pen)
 
     for it in item.items:
         add_item(type(it).__name__, it)
@@ -419,34 +424,50 @@ def drawn_colours(plot) -> list[tuple[str, str, object]]:
     return out
 
 
-def test_dark_theme_every_plot_colour_stands_out_also_after_switching_with_plots_drawn(
-    main_window, light_afterwards, tmp_path
-):
-    """Greys hard-coded for the light theme (#444444, #555555) were 1.7:1 and 2.2:1 on the dark plots."""
-    w = main_window
-    w.resize(1440, 900)
-    many = (4, 8, 16, 32, 64, 128, 256, 512)  # the 7th palette colour, #8C564B, is 2.75:1 on dark as it is
-    w.open_compare(write_run_file(tmp_path / "b.h5", batch_sizes=many, epochs=2))
-    w.open_file(write_run_file(tmp_path / "a.h5", batch_sizes=many, statuses=["ok"] * 7 + ["oom"], epochs=2))
-    w.actions.theme_actions["light"].trigger()
-    for tab in (0, 1):  # every plot drawn in the light theme first
-        w.views.setCurrentIndex(tab)
-        w.refresh(full=True)
-        QApplication.processEvents()
-    w.actions.theme_actions["dark"].trigger()
-    for tab in (0, 1):
-        w.views.setCurrentIndex(tab)
-        w.refresh(full=True)
-        QApplication.processEvents()
-    background = themes.DARK.plot_background
+def _weak_colours(w, background: str) -> tuple[int, list]:
+    """(colours checked, those under 3:1 for lines and marks or 4.5:1 for text) of every plot against `background`."""
     checked, weak = 0, []
     for name, plot in {**w.live.plots, **w.summary.plots}.items():
         assert plot.backgroundBrush().color().name() == background.lower()
         for what, kind, colour in drawn_colours(plot):
             checked += 1
+            if what.endswith("hollow symbol"):  # the inside of a hollow marker is the plot's own background
+                if pg_name(colour) != background.lower():
+                    weak.append((name, what, pg_name(colour)))
+                continue
             need = 4.5 if kind == "text" else 3.0
             if themes.contrast_ratio(colour, background) < need:
                 weak.append((name, what, pg_name(colour)))
+    return checked, weak
+
+
+def test_dark_theme_every_plot_colour_stands_out_also_after_switching_with_plots_drawn(
+    main_window, light_afterwards, tmp_path
+):
+    """Greys hard-coded for the light theme (#444444, #555555) were 1.7:1 and 2.2:1 on the dark plots; in the
+    light theme Okabe-Ito's orange (#E69F00) and the "other" grey (#BBBBBB) were 2.25:1 and 1.9:1 on white."""
+    w = main_window
+    w.resize(1440, 900)
+    many = (4, 8, 16, 32, 64, 128, 256, 512)  # the 7th palette colour, #8C564B, is 2.75:1 on dark as it is
+    evals = {"eval_every": 10, "target": "val_accuracy=0.45"}  # evaluation points and target lines with labels
+    w.open_compare(write_run_file(tmp_path / "b.h5", batch_sizes=many, epochs=2))
+    statuses = ["ok"] * 7 + ["oom"]
+    w.open_file(write_run_file(tmp_path / "a.h5", batch_sizes=many, statuses=statuses, epochs=2, **evals))
+    w.actions.theme_actions["light"].trigger()
+    for tab in (0, 1):  # every plot drawn in the light theme first
+        w.views.setCurrentIndex(tab)
+        w.refresh(full=True)
+        QApplication.processEvents()
+    checked, weak = _weak_colours(w, themes.LIGHT.plot_background)
+    assert not weak, weak
+    assert checked > 200
+    assert w.live.evals.met_lines("loss_step")  # the target lines and their labels were among them
+    w.actions.theme_actions["dark"].trigger()
+    for tab in (0, 1):
+        w.views.setCurrentIndex(tab)
+        w.refresh(full=True)
+        QApplication.processEvents()
+    checked, weak = _weak_colours(w, themes.DARK.plot_background)
     assert not weak, weak
     kinds = {what.split()[0] for plot in w.summary.plots.values() for what, _k, _c in drawn_colours(plot)}
     assert {"PlotDataItem", "ScatterPlotItem", "TextItem", "title"} <= kinds  # mean line, markers, OOM label
