@@ -89,6 +89,16 @@ SWEEP_OPTIONS = (
     ("--scale", "scale", "divide the inputs by this, e.g. 255 for uint8 pixels (default: none, inputs as stored)"),
     ("--target-column", "target_column", "CSV data: the target column(s), comma-separated; the others are inputs"),
     ("--val-fraction", "val_fraction", "CSV data: the last this fraction of rows validate (default 0.2)"),
+    (
+        "--noise-scale-every",
+        "noise_scale_every",
+        "measure the gradient noise scale B_simple every N steps (default: off); off the run's clock",
+    ),
+    (
+        "--noise-scale-parts",
+        "noise_scale_parts",
+        "micro-batches a measured batch is split into, 2 to 64 (default 4; the batch size mod k is left out)",
+    ),
 )
 # Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
 BUDGET_OPTIONS = (
@@ -341,6 +351,17 @@ def _print_table(path: Path) -> None:
     _print_explanation(sweep)
     _print_analysis(sweep)
     _print_metrics_table(rows)
+    _print_noise_scale(sweep)
+
+
+def _print_noise_scale(sweep) -> None:
+    """The gradient noise scale of the runs that measured it (--noise-scale-every), if any."""
+    from batchlab.core.analysis.noise_scale import noise_scale_report
+
+    lines = noise_scale_report(sweep)
+    if lines:
+        print("\nGradient noise scale (McCandlish et al. 2018: the critical batch is about B_simple):")
+        print("\n".join(lines))
 
 
 def _print_metrics_table(rows: list[dict]) -> None:
@@ -526,6 +547,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _print_explanation(sweep)
     _print_analysis(sweep)
     _print_metrics_table(rows)
+    _print_noise_scale(sweep)
     return EXIT_OK
 
 

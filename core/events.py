@@ -29,6 +29,9 @@ Event types, in the order a sweep emits them:
 - ``lr_range``: ``run``, and one list per column of ``LR_RANGE_COLUMNS``: points of an LR range
   test (``batchlab lr-find``, core/lr_range.py); its ``run_ended`` adds ``suggested_lr``,
   ``suggested_lr_min10``, ``loss_at_suggestion`` and ``stop_reason``
+- ``noise_scale``: ``run``, and one list per column of ``NOISE_SCALE_COLUMNS``: gradient noise scale
+  measurements (``noise_scale_every``; core/training/noise_scale.py measures, core/analysis/noise_scale.py
+  holds the math); sent with the step records, at most every ``STEP_FLUSH_SECONDS``
 - ``log``: ``level`` ("info", "warning", "error"), ``message``, optional ``run``
 - ``sweep_ended``: ``status`` (one of ``SWEEP_STATUSES``), ``message``, ``ended``; runs still
   "pending" then become ``SKIPPED`` (in the run file and in the sweep model alike)
@@ -49,8 +52,20 @@ LOG = "log"
 SWEEP_ENDED = "sweep_ended"
 EVALUATION = "evaluation"
 LR_RANGE = "lr_range"
+NOISE_SCALE = "noise_scale"
 
-EVENT_TYPES = (SWEEP_STARTED, RUN_STARTED, STEPS, EPOCH_ENDED, RUN_ENDED, LOG, SWEEP_ENDED, EVALUATION, LR_RANGE)
+EVENT_TYPES = (
+    SWEEP_STARTED,
+    RUN_STARTED,
+    STEPS,
+    EPOCH_ENDED,
+    RUN_ENDED,
+    LOG,
+    SWEEP_ENDED,
+    EVALUATION,
+    LR_RANGE,
+    NOISE_SCALE,
+)
 
 # How often a training run sends its step records (seconds): often enough for live plots and for a
 # killed child to lose at most this much, seldom enough that the pipe and the GUI are never flooded.
@@ -181,7 +196,33 @@ LR_RANGE_COLUMNS = (
     ),
 )
 
+# Per-measurement record of the gradient noise scale (`noise_scale_every`): the step's batch split into
+# `noise_scale_parts` micro-batches at the same weights, before the step's update (docs/runfile-format.md).
+NOISE_SCALE_COLUMNS = (
+    Column("step", "int64", "", "step whose batch was measured, before its update (as steps/step)"),
+    Column("small_batch", "int32", "samples", "B_s: samples per micro-batch, batch_size // noise_scale_parts"),
+    Column(
+        "big_batch", "int32", "samples", "B_b: samples measured, B_s x noise_scale_parts (the remainder is left out)"
+    ),
+    Column("g_small_sq", "float64", "", "|G_s|^2: mean over the micro-batches of their gradient's squared norm"),
+    Column("g_big_sq", "float64", "", "|G_b|^2: squared norm of the micro-batch gradients' mean"),
+    Column("g2_est", "float64", "", "unbiased estimate of |G|^2: (B_b |G_b|^2 - B_s |G_s|^2) / (B_b - B_s)"),
+    Column("trace_est", "float64", "", "unbiased estimate of tr(Sigma): (|G_s|^2 - |G_b|^2) / (1/B_s - 1/B_b)"),
+    Column("ema_g2", "float64", "", "bias-corrected exponential moving average of g2_est"),
+    Column("ema_trace", "float64", "", "bias-corrected exponential moving average of trace_est"),
+    Column(
+        "b_simple",
+        "float64",
+        "samples",
+        "gradient noise scale B_simple = ema_trace / ema_g2 (NaN while ema_g2 <= 0)",
+    ),
+    Column("measure_time", "float64", "s", "time of the micro-batch passes, device synchronised, off the run's clock"),
+    Column("step_time", "float64", "s", "compute time of the same step's ordinary update (as steps/step_time)"),
+    Column("traced", "int8", "", "1 if the measuring function was traced/compiled during this measurement, else 0"),
+)
+
 STEP_COLUMN_NAMES = tuple(c.name for c in STEP_COLUMNS)
+NOISE_SCALE_COLUMN_NAMES = tuple(c.name for c in NOISE_SCALE_COLUMNS)
 EVAL_COLUMN_NAMES = tuple(c.name for c in EVAL_COLUMNS)
 EPOCH_COLUMN_NAMES = tuple(c.name for c in EPOCH_COLUMNS)
 

@@ -128,6 +128,8 @@ class RunData:
     steps: Columns = field(default_factory=lambda: Columns(ev.STEP_COLUMNS))
     epochs: Columns = field(default_factory=lambda: Columns(ev.EPOCH_COLUMNS, capacity=16))
     evals: Columns = field(default_factory=lambda: Columns(ev.EVAL_COLUMNS, capacity=16))  # evaluation points
+    # gradient noise scale measurements (noise_scale_every; core/analysis/noise_scale.py reads them)
+    noise_scale: Columns = field(default_factory=lambda: Columns(ev.NOISE_SCALE_COLUMNS, capacity=16))
     # the model's other compiled metrics at each evaluation point (val_mae, ...), NaN where a row lacks one
     eval_metrics: dict[str, list[float]] = field(default_factory=dict)
     # the model's compiled metrics per epoch row (train_NAME, val_NAME), as the run file's metrics/ group
@@ -136,6 +138,7 @@ class RunData:
     steps_version: int = field(default_factory=next_version)  # new step rows
     epochs_version: int = field(default_factory=next_version)  # new epoch rows
     evals_version: int = field(default_factory=next_version)  # new evaluation rows
+    noise_scale_version: int = field(default_factory=next_version)  # new noise scale rows
     _figures: tuple[int, RunFigures] | None = field(default=None, repr=False, compare=False)
 
     def touch(self) -> None:
@@ -224,6 +227,7 @@ class SweepData:
             ev.LOG: self._on_log,
             ev.SWEEP_ENDED: self._on_sweep_ended,
             ev.EVALUATION: self._on_evaluation,
+            ev.NOISE_SCALE: self._on_noise_scale,
         }
 
     # ------------------------------------------------------------ live events
@@ -281,6 +285,12 @@ class SweepData:
         run.evals_version = next_version()
         run.touch()
 
+    def _on_noise_scale(self, e: Mapping[str, Any]) -> None:
+        run = self._run(int(e["run"]))
+        run.noise_scale.extend({k: e[k] for k in run.noise_scale.names() if k in e})
+        run.noise_scale_version = next_version()
+        run.touch()
+
     def _on_run_ended(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
         run.attrs.update(_scalar_fields(e))
@@ -322,6 +332,7 @@ class SweepData:
             run.steps.extend(dict(rec.steps or {}))
             run.epochs.extend(dict(rec.epochs or {}))
             run.evals.extend(dict(rec.evals or {}))
+            run.noise_scale.extend(dict(rec.noise_scale or {}))
             run.metrics = {k: [float(x) for x in v] for k, v in (rec.metrics or {}).items()}
             run.eval_metrics = {
                 k: [float(x) for x in v] for k, v in (rec.evals or {}).items() if k not in ev.EVAL_COLUMN_NAMES

@@ -42,6 +42,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "scale": None,  # inputs as stored; the MNIST workloads divide integer pixels by 255 themselves
     "target_column": None,  # CSV data only: the target column(s)
     "val_fraction": 0.2,  # CSV data only: the last 20% of rows validate
+    "noise_scale_every": None,  # gradient noise scale: not measured
+    "noise_scale_parts": 4,  # micro-batches a measured step's batch is split into
 }
 
 

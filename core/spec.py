@@ -139,6 +139,10 @@ class SweepSpec:
     scale: float | None = _DEFAULTS["scale"]  # inputs divided by this (e.g. 255 for uint8 pixels); None: as stored
     target_column: str | None = _DEFAULTS["target_column"]  # CSV data: the target column(s), comma-separated
     val_fraction: float = _DEFAULTS["val_fraction"]  # CSV data: the last this fraction of rows validate
+    # Gradient noise scale (core/training/noise_scale.py): measured every N steps (None: off), the step's batch
+    # split into this many micro-batches.
+    noise_scale_every: int | None = _DEFAULTS["noise_scale_every"]
+    noise_scale_parts: int = _DEFAULTS["noise_scale_parts"]
 
     @property
     def epochs(self) -> int:
@@ -599,6 +603,26 @@ def parse_val_fraction(value: Any) -> float:
     return fraction
 
 
+def parse_noise_scale_every(value: Any) -> int | None:
+    """Steps between gradient noise scale measurements; blank: not measured."""
+    if _blank(value):
+        return None
+    what = "measure the gradient noise scale every N steps, N a whole number >= 1 (empty = not measured)"
+    return _int("noise_scale_every", value, 1, what)
+
+
+MAX_NOISE_SCALE_PARTS = 64
+
+
+def parse_noise_scale_parts(value: Any) -> int:
+    """Micro-batches a measured step's batch is split into (k >= 2: two batch sizes, B/k and B)."""
+    what = f"the batch is split into k micro-batches, k a whole number from 2 to {MAX_NOISE_SCALE_PARTS}"
+    k = _int("noise_scale_parts", 4 if _blank(value) else value, 2, what)
+    if k > MAX_NOISE_SCALE_PARTS:
+        raise SpecError("noise_scale_parts", f"{k} is too large; {what}")
+    return k
+
+
 FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "preset": parse_preset,
     "workload": parse_workload,
@@ -635,6 +659,8 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "scale": parse_scale,
     "target_column": parse_target_column,
     "val_fraction": parse_val_fraction,
+    "noise_scale_every": parse_noise_scale_every,
+    "noise_scale_parts": parse_noise_scale_parts,
 }
 
 
@@ -809,6 +835,32 @@ def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None
     _check_accumulate(p, errors)
     _check_lr_from(p, errors)
     _check_learning_rate(p, errors)
+    _check_noise_scale(p, errors)
+
+
+def _check_noise_scale(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """The noise scale is measured by BatchLab's loop, on batches of at least one sample per micro-batch."""
+    if p.get("noise_scale_every") is None or "noise_scale_every" in errors:
+        return
+    if p.get("loop") == "fit":
+        errors["noise_scale_every"] = SpecError(
+            "noise_scale_every",
+            f"{p['noise_scale_every']} needs BatchLab's loop (it measures micro-batch gradients before a step); "
+            "the fit engine cannot; use --loop loop or leave it empty",
+        )
+        return
+    k = p.get("noise_scale_parts")
+    small = [b for b in p.get("batch_sizes", ()) if isinstance(k, int) and b < k]
+    if small and "noise_scale_parts" not in errors:
+        errors["noise_scale_parts"] = SpecError(
+            "noise_scale_parts",
+            f"{k} micro-batches need batches of at least {k} samples, and batch size {small[0]} is smaller; "
+            + (
+                f"use noise_scale_parts up to {small[0]} or larger batch sizes"
+                if small[0] >= 2
+                else "a batch of 1 cannot be split: drop it or leave noise_scale_every empty"
+            ),
+        )
 
 
 def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:

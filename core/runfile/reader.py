@@ -49,6 +49,7 @@ class RunRecord:
     evals: dict[str, np.ndarray] = field(default_factory=dict)
     lr_range: dict[str, np.ndarray] = field(default_factory=dict)  # an LR range test's points (lr-find files)
     metrics: dict[str, np.ndarray] = field(default_factory=dict)  # train_NAME / val_NAME, one value per epoch
+    noise_scale: dict[str, np.ndarray] = field(default_factory=dict)  # gradient noise scale measurements
 
     @cached_property
     def figures(self) -> RunFigures:
@@ -135,6 +136,7 @@ def _read_run(group: h5py.Group) -> RunRecord:
         evals=_read_table(group.get("evals")),
         lr_range=_read_table(group.get("lr_range")),
         metrics=_read_metrics(group.get("metrics")),
+        noise_scale=_read_table(group.get("noise_scale")),
     )
 
 

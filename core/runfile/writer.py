@@ -35,6 +35,8 @@ from batchlab.core.events import (
     LOG,
     LR_RANGE,
     LR_RANGE_COLUMNS,
+    NOISE_SCALE,
+    NOISE_SCALE_COLUMNS,
     RUN_ENDED,
     RUN_STARTED,
     SKIPPED,
@@ -61,6 +63,7 @@ STEP_CHUNK = 1024  # rows per chunk: small enough that an epoch flush recompress
 EPOCH_CHUNK = 64
 EVAL_CHUNK = 64
 LR_RANGE_CHUNK = 256
+NOISE_SCALE_CHUNK = 64
 LOG_CHUNK = 256
 GZIP_LEVEL = 4
 INTERRUPTED_MESSAGE = "sweep ended before this run finished"
@@ -70,12 +73,14 @@ NX_TABLES = {
     "epochs": ("train_loss", "epoch"),
     "evals": ("train_loss", "steps"),
     "lr_range": ("smoothed_loss", "lr"),
+    "noise_scale": ("b_simple", "step"),
 }  # group -> (signal, axes)
 TABLES = {
     "steps": (STEP_COLUMNS, STEP_CHUNK),
     "epochs": (EPOCH_COLUMNS, EPOCH_CHUNK),
     "evals": (EVAL_COLUMNS, EVAL_CHUNK),
     "lr_range": (LR_RANGE_COLUMNS, LR_RANGE_CHUNK),
+    "noise_scale": (NOISE_SCALE_COLUMNS, NOISE_SCALE_CHUNK),
 }
 # Run attributes the writer sets itself; other scalar run_started / run_ended fields are stored as they come.
 RUN_ATTRS = frozenset(
@@ -169,6 +174,7 @@ class RunFileWriter:
             SWEEP_ENDED: self._sweep_ended,
             EVALUATION: self._evaluation,
             LR_RANGE: self._lr_range,
+            NOISE_SCALE: self._noise_scale,
         }
         self._file.create_group("runs").attrs["NX_class"] = "NXcollection"
         self._log_dataset = self._create_log()
@@ -278,6 +284,7 @@ class RunFileWriter:
         self._columns.pop((index, "epochs"), None)
         self._columns.pop((index, "evals"), None)
         self._columns.pop((index, "lr_range"), None)
+        self._columns.pop((index, "noise_scale"), None)
 
     def _event_run(self, event: dict[str, Any]) -> int | None:
         """The run index an event names, making sure its group exists; None (and a log line) if it names none."""
@@ -393,6 +400,18 @@ class RunFileWriter:
         for c in LR_RANGE_COLUMNS:
             _append(table[c.name], column_values(c, event.get(c.name), n))
         self.flush()  # a range test sends its points a few times per run: each batch is what it measured
+
+    def _noise_scale(self, event: dict[str, Any]) -> None:
+        index = self._event_run(event)
+        if index is None:
+            return
+        n = max((len(event[c.name]) for c in NOISE_SCALE_COLUMNS if event.get(c.name) is not None), default=0)
+        if n == 0:
+            return
+        table = self._table(index, "noise_scale")
+        for c in NOISE_SCALE_COLUMNS:
+            _append(table[c.name], column_values(c, event.get(c.name), n))
+        # No flush: they come with the steps; the epoch_ended flush covers both.
 
     def _eval_metrics(self, index: int, metrics: dict[str, Any], rows: int) -> None:
         """The model's other compiled metrics at an evaluation (val_mae, ...): one float64 column each in

@@ -47,6 +47,7 @@ from batchlab.core.training.hooks import (
     TracingCounter,
 )
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
+from batchlab.core.training.noise_scale import NoiseScaleProbe, make_noise_probe
 from batchlab.core.training.schedules import RunSchedule, build_schedule
 from batchlab.core.training.workloads import accumulation_fields, build_model
 
@@ -248,9 +249,11 @@ class InstrumentedLoop:
         should_stop: Callable[[], bool],
         sync: str = SYNC_EVERY_STEP,
         evaluations: Evaluations | None = None,
+        noise: NoiseScaleProbe | None = None,
     ):
         self.setup = setup
         self.evals = evaluations
+        self.noise = noise  # gradient noise scale, measured before the steps it is due at (noise_scale.py)
         self.max_steps: int | None = None
         self.paused = 0.0  # s of mid-epoch evaluations: off the clock of step and epoch rows
         self.eval_total = 0.0  # s of every evaluation and validation pass: off the training time
@@ -267,7 +270,8 @@ class InstrumentedLoop:
 
     def run_fields(self) -> dict[str, Any]:
         """What run_started records about this engine."""
-        return {"engine": self.engine, "sync": self.sync, "fetch_overhead_s": self.fetch_overhead}
+        fields = {"engine": self.engine, "sync": self.sync, "fetch_overhead_s": self.fetch_overhead}
+        return {**fields, **(self.noise.run_fields() if self.noise is not None else {})}
 
     def elapsed(self) -> float:
         """Seconds since the run's first step began (NaN before training)."""
@@ -327,9 +331,13 @@ class InstrumentedLoop:
             t1 = time.perf_counter()
             fetch = t1 - t0
             step = step0 + i
-            timed = self.sync == SYNC_EVERY_STEP or step % SAMPLED_SYNC_EVERY == 0
+            measured = self.noise is not None and self.noise.due(step, int(xb.shape[0]))
+            timed = self.sync == SYNC_EVERY_STEP or step % SAMPLED_SYNC_EVERY == 0 or measured
             if timed and pending:
                 self._read_pending(pending)  # let the device finish earlier steps: this step's time is its own
+                t1 = time.perf_counter()
+            if measured:
+                noise_row = self._measure_noise(step, xb, yb)
                 t1 = time.perf_counter()
             logs = self.step_fn(xb, yb)
             traced = self.trace.traced()
@@ -349,6 +357,8 @@ class InstrumentedLoop:
                 row["input_wait"] = _starvation(fetch, asked, made)
                 self._read_pending(pending)
                 self._report(row, logs)
+                if measured:
+                    self.noise.record({**noise_row, "step_time": row["step_time"]})
             else:
                 row.update(step_time=math.nan, wall_time=self._clock(time.perf_counter()))
                 row["input_wait"] = _starvation(fetch, asked, made)
@@ -382,6 +392,16 @@ class InstrumentedLoop:
             return False
         return self.evals.record(self._clock(t_val0), train_wall, epoch_logs["val_time"], epoch_logs, at_epoch_end=True)
 
+    def _measure_noise(self, step: int, xb, yb) -> dict:
+        """The noise-scale measurement of this step's batch (before its update), off the run's clock and
+        off the training time, like an evaluation point: the step's own row times only its update."""
+        t0 = time.perf_counter()
+        row = self.noise.measure(step, xb, yb)
+        spent = time.perf_counter() - t0
+        self.paused += spent
+        self.eval_total += spent
+        return row
+
     def _read_pending(self, pending: list) -> None:
         """Read the losses of launched steps (waits for the device) and report their rows, in order."""
         while pending:
@@ -412,18 +432,22 @@ def standard_hooks(run_index: int, emit: Emit, tf_device: str | None, nvml_index
 
 
 def make_engine(
-    setup: RunSetup, hooks: HookList, should_stop: Callable[[], bool], evaluations: Evaluations | None = None
+    setup: RunSetup,
+    hooks: HookList,
+    should_stop: Callable[[], bool],
+    evaluations: Evaluations | None = None,
+    noise: NoiseScaleProbe | None = None,
 ):
     """The engine the spec asks for: the instrumented loop (default) or model.fit (fit_engine.py).
 
-    The spec refuses targets, eval_every and steps/examples budgets with the fit engine."""
+    The spec refuses targets, eval_every, steps/examples budgets and noise_scale_every with the fit engine."""
     spec = setup.run.sweep
     if getattr(spec, "loop", "loop") == "fit":
         from batchlab.core.training.fit_engine import FitEngine
 
         return FitEngine(setup, hooks, should_stop)
     return InstrumentedLoop(
-        setup, hooks, should_stop, sync=getattr(spec, "sync", SYNC_EVERY_STEP), evaluations=evaluations
+        setup, hooks, should_stop, sync=getattr(spec, "sync", SYNC_EVERY_STEP), evaluations=evaluations, noise=noise
     )
 
 
@@ -457,7 +481,10 @@ def train_run(
         # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
         setup = prepare_run(run, emit)
         hooks.hooks.insert(0, learning_rate_hook(setup))  # before StepLog, which copies the rows
-        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit))
+        noise = make_noise_probe(setup, emit)
+        if noise is not None:
+            hooks.hooks.insert(len(hooks.hooks) - 1, noise)  # before RunEvents: its rows go before run_ended
+        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise)
         budget = run.sweep.budget
         planned_steps = budget.steps(setup.samples, run.batch_size)
         hooks.on_run_begin(

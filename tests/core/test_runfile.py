@@ -21,6 +21,9 @@ from batchlab.core.events import (
     EVAL_COLUMN_NAMES,
     EVAL_COLUMNS,
     EVALUATION,
+    NOISE_SCALE,
+    NOISE_SCALE_COLUMN_NAMES,
+    NOISE_SCALE_COLUMNS,
     RUN_ENDED,
     RUN_FILE_STATUSES,
     RUN_STARTED,
@@ -574,10 +577,13 @@ def documented_sweep() -> list[dict]:
             plan = LrPlan(0.01, 0.04, 12, "step", 120, 0.1, 24, 2, "linear", 16)
             event.update(plan.attrs())  # a spec with a learning rate records its rate plan
             event.update(task="classification", targets="class indices")
+            event.update(noise_scale_every=20, noise_scale_parts=4)
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
     evaluation = {name: 1 for name in EVAL_COLUMN_NAMES}
     events.insert(4, make_event(EVALUATION, run=0, **evaluation))  # run 0 evaluates (a target), after its steps
+    noise = {name: [1] for name in NOISE_SCALE_COLUMN_NAMES}
+    events.insert(5, make_event(NOISE_SCALE, run=0, **noise))  # run 0 measures the gradient noise scale
     return events
 
 
@@ -590,9 +596,10 @@ def test_format_document_names_exactly_what_a_fresh_file_holds(tmp_path):
         _assert_attrs_documented(f.attrs, _doc_table(tables, "Root attributes"), "/")
         _assert_attrs_documented(f["runs"].attrs, _doc_table(tables, "The `runs` group"), "/runs")
         run = f["runs/run_000"]
-        assert set(run) == {"steps", "epochs", "evals"}
+        assert set(run) == {"steps", "epochs", "evals", "noise_scale"}
         _assert_attrs_documented(run.attrs, _doc_table(tables, "Run attributes"), "/runs/run_000")
-        for table, heading in (("steps", "`steps/`"), ("epochs", "`epochs/`"), ("evals", "`evals/`")):
+        tables_and_headings = (("steps", "`steps/`"), ("epochs", "`epochs/`"), ("evals", "`evals/`"))
+        for table, heading in (*tables_and_headings, ("noise_scale", "`noise_scale/`")):
             group = run[table]
             _assert_attrs_documented(group.attrs, _doc_table(tables, "Table groups"), group.name)
             columns = {name: str(ds.dtype) for name, ds in group.items()}
@@ -601,7 +608,7 @@ def test_format_document_names_exactly_what_a_fresh_file_holds(tmp_path):
             _assert_attrs_documented(ds.attrs, _doc_table(tables, "Dataset attributes"), name)
     # the column tables also say what core/events.py says, units and meaning included
     text = DOC.read_text(encoding="utf-8")
-    for column in (*STEP_COLUMNS, *EPOCH_COLUMNS, *EVAL_COLUMNS):
+    for column in (*STEP_COLUMNS, *EPOCH_COLUMNS, *EVAL_COLUMNS, *NOISE_SCALE_COLUMNS):
         row = f"| `{column.name}` | {column.dtype} | {column.units or '—'} | {column.long_name} |"
         assert row in text, f"docs/runfile-format.md lacks the row {row}"
 
