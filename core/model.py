@@ -212,6 +212,7 @@ class SweepData:
         self.path = path
         self.spec: dict[str, Any] = {}
         self.environment: dict[str, Any] = {}
+        self.file_attrs: dict[str, Any] = {}  # a file's root attributes (writer_pid, ...); empty for a live sweep
         self.status = "running"
         self.message = ""
         self.runs: dict[int, RunData] = {}
@@ -320,6 +321,7 @@ class SweepData:
         data = cls(label=label, path=path)
         data.spec = dict(record.spec or {})
         data.environment = dict(record.environment or {})
+        data.file_attrs = dict(record.attrs or {})
         data.status = str(record.status or "")
         data.message = str(record.message or "")
         for rec in record.runs:

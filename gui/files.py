@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401 - registers pg.exporters
 from batchlab.core.model import SweepData
+from batchlab.core.runfile.liveness import WRITER_ALIVE, WRITER_GONE, writer_state
 from PySide6.QtCore import QBuffer, QFileSystemWatcher, QIODevice, QObject, QRectF, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
@@ -18,6 +20,12 @@ from PySide6.QtSvg import QSvgGenerator
 RECENT_KEY = "files/recent"
 RECENT_LIMIT = 10
 FOLLOW_POLL_MS = 1000  # fallback to the file watcher: HDF5 appends do not always notify
+# A followed file that has not changed for this long (s) while its writer process is gone will never
+# change again: its writer was killed. A live writer may be silent far longer (it flushes at epoch ends).
+STALE_S = 5.0
+# The same where the writer cannot be checked (a file written on another host, or before the writer's
+# pid was recorded): only a long silence says it stopped.
+STALE_UNKNOWN_S = 600.0
 PNG_SCALE = 2.0  # PNG export: twice the widget's size (192 dpi)
 PLOT_EXPORT_FILTER = "PNG image (*.png);;SVG drawing (*.svg)"
 
@@ -53,11 +61,17 @@ class RunFileFollower(QObject):
 
     loaded = Signal(object)  # SweepData
     read_failed = Signal(str)
+    writer_stopped = Signal(str)  # why: the followed file will not change again, its writer is gone
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, clock=time.monotonic):
         super().__init__(parent)
         self.path: str | None = None
         self.label = ""
+        self.stale_s = STALE_S
+        self.stale_unknown_s = STALE_UNKNOWN_S
+        self._clock = clock
+        self._changed_at = 0.0  # when the file last changed (clock)
+        self._attrs: dict = {}  # the file's root attributes as last read (who writes it)
         self._stamp: tuple[float, int] | None = None
         self._watcher = QFileSystemWatcher(self)
         self._watcher.fileChanged.connect(self.check)
@@ -75,6 +89,8 @@ class RunFileFollower(QObject):
         data = load_sweep(path, label)
         self.path, self.label = path, label
         self._stamp = self._file_stamp()
+        self._changed_at = self._clock()
+        self._attrs = data.file_attrs
         if data.status == "running":
             self._watcher.addPath(path)
             self._timer.start()
@@ -98,6 +114,7 @@ class RunFileFollower(QObject):
             return
         stamp = self._file_stamp()
         if stamp is None or stamp == self._stamp:
+            self._check_writer()
             return
         try:
             data = load_sweep(self.path, self.label)
@@ -105,9 +122,28 @@ class RunFileFollower(QObject):
             self.read_failed.emit(str(e))
             return
         self._stamp = stamp
+        self._changed_at = self._clock()
+        self._attrs = data.file_attrs
         if data.status != "running":
             self.stop()
         self.loaded.emit(data)
+
+    def _check_writer(self) -> None:
+        """Stop following a file that has been still for a while and whose writer is gone (or silent for long)."""
+        quiet = self._clock() - self._changed_at
+        if quiet < self.stale_s:
+            return
+        state = writer_state(self._attrs)
+        if state == WRITER_ALIVE:
+            return
+        if state == WRITER_GONE:
+            why = f"writer stopped; file incomplete (its process {self._attrs.get('writer_pid')} is gone)"
+        elif quiet >= self.stale_unknown_s:
+            why = f"writer stopped?; file incomplete (no change for {quiet / 60:.0f} min; its writer cannot be checked)"
+        else:
+            return
+        self.stop()
+        self.writer_stopped.emit(why)
 
 
 @contextlib.contextmanager

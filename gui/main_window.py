@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from batchlab.core import events as ev
-from batchlab.core.model import FAILED_STATUSES, SweepData
+from batchlab.core.model import FAILED_STATUSES, SweepData, next_version
+from batchlab.core.runfile import status_if_writer_gone
 from batchlab.core.spec import SpecError
 from batchlab.core.spec_diff import differences_text, spec_differences
 from batchlab.core.sweep.progress import SweepProgress, format_duration
@@ -98,6 +99,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.splitter.setSizes([min(SETUP_MAX_PX, self.setup.preferred_width()), 1060])
         self.follower = RunFileFollower(self)
         self.follower.loaded.connect(lambda d: self._show_sweep(d, "main"))
+        self.follower.writer_stopped.connect(self._show_writer_stopped)
         self.compare_follower = RunFileFollower(self)
         self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
         self.probe = DeviceProbe(self)
@@ -348,6 +350,21 @@ class MainWindow(FileActionsMixin, QMainWindow):
         """A followed file says its sweep ended: the status bar shows how, not "being written"."""
         self.progress_bar.setVisible(False)
         self.status_label.setText(f"{data.label}: sweep {data.status}" + (f" ({data.message})" if data.message else ""))
+
+    def _show_writer_stopped(self, why: str) -> None:
+        """A followed file's writer died: its running run is shown interrupted, the status bar says why."""
+        data = self.data
+        if data is None:
+            return
+        for run in data.runs.values():
+            if run.status == "running":  # as batchlab report reads a file whose writer is gone
+                run.status, run.message = status_if_writer_gone(run.status), why
+                run.touch()
+        data.summary_version = next_version()
+        self._following = False
+        self._show_sweep(data, "main")
+        self.progress_bar.setVisible(False)
+        self.status_label.setText(f"{data.label}: {why}")
 
     def _show_sweep(self, data: SweepData | None, source: str) -> None:
         if source == "main":

@@ -56,6 +56,7 @@ from batchlab.core.runfile.format import (
     missing_value,
     run_group_name,
 )
+from batchlab.core.runfile.liveness import writer_identity
 from batchlab.core.spec import SpecError
 
 METRICS_GROUP = "metrics"  # per run: the model's compiled metrics per epoch (docs/runfile-format.md)
@@ -159,6 +160,7 @@ class RunFileWriter:
                 "message": "",
                 "app_version": __version__,
                 "NX_class": "NXroot",
+                **writer_identity(),
             }
         )
         # Open datasets, kept so their chunks stay cached until a flush (module docstring).

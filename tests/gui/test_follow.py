@@ -33,3 +33,49 @@ def test_following_a_file_counts_the_running_run_and_ends_when_the_file_says_com
     assert w.status_label.text() == "growing.h5: sweep complete (done)"
     assert not w.progress_bar.isVisible()
     assert [r.status for r in w.data.ordered_runs()] == ["ok", "ok"]
+
+
+ABANDON = """
+import json, sys, time
+from batchlab.core.runfile import RunFileWriter
+events = json.load(sys.stdin)
+writer = RunFileWriter(sys.argv[1])
+for event in events:
+    writer.handle(event)
+writer.flush()
+print("ready", flush=True)
+time.sleep(600)  # killed long before: the file is never closed and still says "running"
+"""
+
+
+def test_a_followed_file_whose_writer_was_killed_says_writer_stopped_not_being_written(main_window, tmp_path):
+    """A `batchlab sweep` killed mid-run leaves a file that says "running" forever: the window sees the
+    writer process is gone and the file still, and says so instead of "being written"."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    w = main_window
+    path = tmp_path / "abandoned.h5"
+    events = list(sweep_events(batch_sizes=(16, 64), epochs=2))
+    first_epoch = next(i for i, e in enumerate(events) if e["type"] == "epoch_ended")
+    child = subprocess.Popen(
+        [sys.executable, "-c", ABANDON, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    child.stdin.write(json.dumps(events[: first_epoch + 1]))
+    child.stdin.close()
+    assert child.stdout.readline().strip() == "ready"
+    os.kill(child.pid, signal.SIGKILL)  # as a user's kill -9 or a crash: no close, no "interrupted" written
+    child.wait(30)
+    w.follower.stale_s = 0.5  # the window waits 5 s of silence; the writer is already known dead here
+    assert w.open_file(str(path))
+    assert w.data.status == "running" and w.data.runs[0].status == "running"  # what the file says
+    wait_until(lambda: "writer stopped" in w.status_label.text(), timeout_s=20)
+    assert w.status_label.text() == f"abandoned.h5: writer stopped; file incomplete (its process {child.pid} is gone)"
+    assert not w.follower.following and not w.progress_bar.isVisible()
+    assert [r.status for r in w.data.ordered_runs()] == ["interrupted", "pending"]
+    assert len(w.data.runs[0].steps) == 32 and len(w.data.runs[0].epochs) == 1  # what was measured is all there
+    w.refresh(full=True)
+    assert w.live.curve_count("loss_step") == 1
