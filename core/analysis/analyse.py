@@ -73,7 +73,9 @@ class Prediction:
 
     batch_sizes: tuple[float, ...]
     steps: tuple[float, ...]
-    examples: tuple[float, ...]
+    steps_low: tuple[float, ...]  # the bootstrap band of S(B) (critical.CONFIDENCE)
+    steps_high: tuple[float, ...]
+    examples: tuple[float, ...]  # E(B) = B S(B); its band is B times the steps band
     step_time: tuple[float, ...]  # s; empty without a step-time fit
     time: tuple[float, ...]  # s; empty without both fits
     fixed_time: float = 0.0  # s added to every T(B): the runs' one-time tracing (median), paid once per run
@@ -128,7 +130,7 @@ class Analysis:
 
 def _plain(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
-        out = {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        out = {f.name: _plain(getattr(value, f.name)) for f in fields(value) if f.metadata.get("json", True)}
         for name in ("emin", "knee", "bounded"):  # derived values scripts want too
             if hasattr(type(value), name) and isinstance(getattr(type(value), name), property):
                 out[name] = _plain(getattr(value, name))
@@ -251,10 +253,13 @@ def _prediction(
         return None
     grid = np.geomspace(min(sizes) / PREDICTION_REACH, max(sizes) * PREDICTION_REACH, PREDICTION_POINTS)
     steps = critical.steps_at(grid)
+    low, high = critical.band(grid)
     times = step.predict(grid) if step is not None else np.array([])
     return Prediction(
         batch_sizes=tuple(float(v) for v in grid),
         steps=tuple(float(v) for v in steps),
+        steps_low=tuple(float(v) for v in low),
+        steps_high=tuple(float(v) for v in high),
         examples=tuple(float(v) for v in critical.examples_at(grid)),
         step_time=tuple(float(v) for v in times),
         time=tuple(float(v) for v in steps * times + fixed) if len(times) else (),

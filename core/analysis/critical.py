@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -80,6 +80,19 @@ class CriticalFit:
     steps: tuple[float, ...]
     rms_log_residual: float  # root mean square of log(S) - log(fit): 0.1 is about 10% scatter
     resamples: int  # bootstrap resamples used
+    # (Smin, Bcrit) of each kept resample: the band of the curves; left out of JSON (core.analysis.analyse)
+    samples: tuple[tuple[float, float], ...] = field(default=(), repr=False, compare=False, metadata={"json": False})
+
+    def band(self, batch_size) -> tuple[np.ndarray, np.ndarray]:
+        """The CONFIDENCE band of S(B) (steps) at these batch sizes: percentiles of the resamples' curves."""
+        b = np.asarray(batch_size, dtype=np.float64)
+        if not self.samples:
+            return np.full(b.shape, np.nan), np.full(b.shape, np.nan)
+        smin, bcrit = np.asarray(self.samples).T
+        curves = smin[:, None] * (1.0 + bcrit[:, None] / np.atleast_1d(b)[None, :])
+        tail = (1 - CONFIDENCE) / 2
+        low, high = np.quantile(curves, [tail, 1 - tail], axis=0)
+        return low.reshape(b.shape), high.reshape(b.shape)
 
     @property
     def emin(self) -> float:
@@ -153,7 +166,8 @@ def fit_critical(batch_sizes: Sequence[float], steps: Sequence[float]) -> Critic
         return None
     log_s = np.log(s)
     grid = _grid(b)
-    sse = (_residuals(grid, b, log_s) ** 2).sum(axis=1) - _residuals(grid, b, log_s).sum(axis=1) ** 2 / len(b)
+    r = _residuals(grid, b, log_s)
+    sse = (r**2).sum(axis=1) - r.sum(axis=1) ** 2 / len(b)
     k = int(np.argmin(sse))
     c = _golden(b, log_s, grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)])
     sse_c, log_smin = _sse(c, b, log_s)
@@ -177,6 +191,7 @@ def fit_critical(batch_sizes: Sequence[float], steps: Sequence[float]) -> Critic
         steps=tuple(float(v) for v in s),
         rms_log_residual=math.sqrt(sse_c / len(b)),
         resamples=len(best),
+        samples=tuple(zip(np.exp(boot_log_smin).tolist(), grid[best].tolist(), strict=True)),
     )
 
 

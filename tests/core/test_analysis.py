@@ -127,6 +127,10 @@ def test_analyse_a_target_sweep_finds_the_known_curve_and_best_batch():
     )
     assert analysis.best_predicted == pytest.approx(math.sqrt(fit.bcrit_fit * ALPHA / BETA), rel=1e-6)
     assert analysis.prediction.fixed_time == pytest.approx(0.5 - ALPHA - BETA * 64, abs=0.01)  # tracing
+    p = analysis.prediction
+    assert all(lo <= s <= hi for lo, s, hi in zip(p.steps_low, p.steps, p.steps_high, strict=True))
+    at_bcrit = p.batch_sizes.index(min(p.batch_sizes, key=lambda b: abs(b - BCRIT)))
+    assert p.steps_low[at_bcrit] < steps_to_target(p.batch_sizes[at_bcrit]) < p.steps_high[at_bcrit]
     by_size = {s.batch_size: s for s in analysis.batches}
     assert by_size[64].steps_to_target.n == 2 and by_size[64].reached == 2
     assert by_size[64].step_wall_time.mean == pytest.approx(ALPHA + BETA * 64, rel=1e-6)
