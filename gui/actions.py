@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from batchlab.gui.analysis_view import PLOTS as ANALYSIS_PLOTS
 from batchlab.gui.live_plots import PLOTS
 from batchlab.gui.summary_view import METRICS
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
@@ -87,6 +88,8 @@ def build_actions(w: MainWindow) -> WindowActions:
         plots_menu.addAction(f"Live: {title}", lambda p=plot_id: w.export_plot(p))
     for metric, (title, *_rest) in METRICS.items():
         plots_menu.addAction(f"Summary: {title}", lambda m=metric: w.export_plot(f"summary_{m}"))
+    for plot_id, (title, *_rest) in ANALYSIS_PLOTS.items():
+        plots_menu.addAction(f"Analysis: {title}", lambda p=plot_id: w.export_plot(f"analysis_{p}"))
     file_menu.addSeparator()
     file_menu.addAction(a["quit"])
     sweep_menu = w.menuBar().addMenu("&Sweep")

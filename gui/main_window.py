@@ -23,10 +23,11 @@ from batchlab.gui import help as help_dialogs
 from batchlab.gui import refresh as refresh_policy
 from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
+from batchlab.gui.analysis_view import AnalysisView
 from batchlab.gui.files import RecentFiles, RunFileFollower
 from batchlab.gui.live_plots import LivePlots
 from batchlab.gui.plot_style import BatchColours, apply_plot_colours, configure_pyqtgraph, set_plot_colours
-from batchlab.gui.refresh import Refresher, RefreshPolicy
+from batchlab.gui.refresh import Refresher, RefreshPolicy, SummaryViews
 from batchlab.gui.runs_table import RunsTable
 from batchlab.gui.setup_panel import SetupPanel
 from batchlab.gui.summary_view import SummaryView
@@ -107,7 +108,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
         # The timer calls self.refresh (looked up then), so a tick is one call of the window's refresh.
         show_status, tick = (lambda: self._update_progress()), (lambda: self.refresh())
-        self.refresher.attach(self.live, self.summary, self.table, show_status=show_status, on_tick=tick)
+        summaries = SummaryViews(self.summary, self.analysis)
+        self.refresher.attach(self.live, summaries, self.table, show_status=show_status, on_tick=tick)
         self.setup.validity_changed.connect(self._on_validity)
         self.table.selection_changed.connect(self._on_selection)
         self._restore_settings()
@@ -123,6 +125,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.views = QTabWidget()
         self.views.addTab(self.live, "Live")
         self.views.addTab(self.summary, "Summary")
+        self.analysis = AnalysisView(self.colours)
+        self.views.addTab(self.analysis, "Analysis")
         self.banner = QLabel()
         self.banner.setObjectName("compare_banner")
         self.banner.setProperty("role", "banner")
@@ -372,7 +376,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         else:
             self.compare = data
         self._recolour(refresh=False)
-        for view in (self.live, self.summary, self.table.runs_model):
+        for view in (self.live, self.summary, self.analysis, self.table.runs_model):
             view.set_source(source, data)
         self.refresh()
         self._show_differences()
@@ -418,10 +422,11 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.setup.widget().setStyleSheet(sheet)
         self.banner.setStyleSheet(sheet)
         self.table.set_status_colours(t.status_backgrounds)
-        for widget in (*self.live.plots.values(), *self.summary.plots.values()):
+        for widget in (*self.live.plots.values(), *self.summary.plots.values(), *self.analysis.plots.values()):
             apply_plot_colours(widget)
         self.live.restyle()
         self.summary.restyle()
+        self.analysis.restyle()
         for name, action in self.actions.theme_actions.items():
             action.setChecked(name == self.theme_choice)
         self.table.viewport().update()
@@ -442,6 +447,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         if self.colours.update(batches) and refresh:
             self.live.restyle()
             self.summary.restyle()
+            self.analysis.restyle()
             self.table.viewport().update()
 
     def _on_selection(self, keys: set) -> None:

@@ -105,6 +105,17 @@ class SummaryViewLike(Protocol):
     def refresh(self, force: bool = True) -> None: ...
 
 
+class SummaryViews:
+    """Views redrawn together, when a run starts or ends (the Summary and Analysis tabs): one SummaryViewLike."""
+
+    def __init__(self, *views: SummaryViewLike):
+        self.views = views
+
+    def refresh(self, force: bool = True) -> None:
+        for view in self.views:
+            view.refresh(force=force)
+
+
 class TableView(Protocol):
     def refresh(self, values_due: bool = True) -> bool: ...
 

@@ -122,7 +122,11 @@ class FileActionsMixin:
         PNG: `width` pixels wide at `dpi` (asked, and remembered, when the path is chosen in a dialog;
         default twice the plot's size on screen).
         """
-        widget = {**self.live.plots, **{f"summary_{k}": v for k, v in self.summary.plots.items()}}[plot_id]
+        widget = {
+            **self.live.plots,
+            **{f"summary_{k}": v for k, v in self.summary.plots.items()},
+            **{f"analysis_{k}": v for k, v in self.analysis.plots.items()},
+        }[plot_id]
         asked = path is None
         if asked:
             path, chosen = QFileDialog.getSaveFileName(

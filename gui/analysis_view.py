@@ -1,0 +1,268 @@
+"""The Analysis tab: steps, examples and time to target against batch size, and the recommendation.
+
+Every number comes from batchlab.core.analysis.analyse.analyse (the same as `batchlab report`):
+S(B) and E(B) on log-log axes with each run that met the target, the McCandlish fit and its
+bootstrap band, the perfect-scaling line through the smallest batch and the regimes shaded; T(B)
+with the measured runs, the predicted curve and its minimum marked; the recommendation in words.
+The analysis is recomputed when a run has started or ended, and only while the tab is visible.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from batchlab.core.analysis.analyse import Analysis, analyse
+from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
+from batchlab.core.model import SweepData
+from batchlab.gui.plot_style import LEFT_AXIS_PX, PLOT_COLOURS, BatchColours, make_plot, run_brush, run_pen, sync_legend
+from PySide6.QtWidgets import QGridLayout, QTextBrowser, QWidget
+
+PLOTS = {
+    # plot id -> title, y label, y units
+    "steps": ("Steps to target", "steps", None),
+    "examples": ("Examples to target", "examples", None),
+    "time": ("Time to target", "time (s)", None),
+}
+REGIME_COLOURS = {PERFECT: "#009E73", DIMINISHING: "#E69F00", PLATEAU: "#D55E00"}  # Okabe-Ito green, orange, red
+REGIME_ALPHA = 38  # of 255: shading behind the points
+BAND_ALPHA = 70
+FIT_WIDTH = 2.0
+
+
+class Log10Axis(pg.AxisItem):
+    """A y axis whose values are log10 of an amount, labelled with the amounts (1, 2, 5 x a power of ten
+    where the range is under two decades, else the powers of ten alone); the other steps are unlabelled."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
+        if not (math.isfinite(minVal) and math.isfinite(maxVal)) or maxVal <= minVal or maxVal - minVal > 30:
+            return super().tickValues(minVal, maxVal, size)
+        decades = range(math.floor(minVal), math.ceil(maxVal) + 1)
+        steps = (1, 2, 5) if maxVal - minVal < 2 else (1,)
+        major = [d + math.log10(m) for d in decades for m in steps]
+        minor = [d + math.log10(m) for d in decades for m in range(2, 10) if m not in steps]
+        inside = [v for v in major if minVal <= v <= maxVal]
+        return [(1.0, inside), (0.1, [v for v in minor if minVal <= v <= maxVal])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph override)
+        if spacing != 1.0:
+            return ["" for _ in values]
+        return [f"{10.0**v:,.{max(0, -math.floor(v + 1e-9))}f}" for v in values]
+
+
+def _log10(values) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(v > 0, np.log10(v), np.nan)
+
+
+class AnalysisView(QWidget):
+    """Three plots against batch size (log2 x axis, log10 y axis) and the recommendation text."""
+
+    def __init__(self, colours: BatchColours, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.colours = colours
+        self.plots: dict[str, pg.PlotWidget] = {}
+        for plot_id, (title, y_label, y_units) in PLOTS.items():
+            widget = make_plot(title, "batch size", None, y_label, y_units, log2_x=True)
+            axis = Log10Axis(orientation="left")  # y values are log10 of the amounts
+            widget.getPlotItem().setAxisItems({"left": axis})
+            axis.setWidth(LEFT_AXIS_PX)
+            axis.setStyle(maxTickLevel=1)
+            widget.getPlotItem().getViewBox().setDefaultPadding(0.06)
+            self.plots[plot_id] = widget
+        self.text = QTextBrowser()
+        self.text.setObjectName("analysis_text")
+        self.text.setOpenLinks(False)
+        layout = QGridLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(4)
+        layout.addWidget(self.plots["steps"], 0, 0)
+        layout.addWidget(self.plots["examples"], 0, 1)
+        layout.addWidget(self.plots["time"], 1, 0)
+        layout.addWidget(self.text, 1, 1)
+        self.data: SweepData | None = None
+        self.analysis: Analysis | None = None
+        self._drawn: int | None = None
+        self._items: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}
+        self._samples: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}  # legend entries only
+        self.show_text([])
+
+    # ------------------------------------------------------------ what the window calls
+
+    def set_source(self, source: str, data: SweepData | None) -> None:
+        """The main sweep is analysed; a comparison is not (its own file's report has its analysis)."""
+        if source != "main":
+            return
+        self.data = data
+        self._drawn = None
+        self.refresh()
+
+    def restyle(self) -> None:
+        self._drawn = None
+        self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = True) -> None:
+        """Re-analyse and redraw when a run started or ended since the last draw; with force=False only while
+        visible (a hidden tab is drawn when it is shown)."""
+        if not force and not self.isVisible():
+            return
+        version = self.data.summary_version if self.data is not None else -1
+        if version == self._drawn:
+            return
+        self._drawn = version
+        self.analysis = analyse(self.data) if self.data is not None else None
+        self._draw()
+
+    # ------------------------------------------------------------ drawing
+
+    def _clear(self) -> None:
+        for plot_id, widget in self.plots.items():
+            plot = widget.getPlotItem()
+            for item in self._items[plot_id]:
+                plot.removeItem(item)
+                if plot.legend is not None:
+                    plot.legend.removeItem(item)
+            self._items[plot_id] = []
+            for sample in self._samples[plot_id]:
+                plot.legend.removeItem(sample)
+            self._samples[plot_id] = []
+
+    def _add(self, plot_id: str, item: pg.GraphicsObject) -> pg.GraphicsObject:
+        self.plots[plot_id].getPlotItem().addItem(item)
+        self._items[plot_id].append(item)
+        return item
+
+    def _draw(self) -> None:
+        self._clear()
+        a = self.analysis
+        self.show_text(a.recommendation if a is not None else [])
+        if a is None or self.data is None:
+            return
+        for plot_id in ("steps", "examples"):
+            self._draw_regimes(plot_id, a)
+        self._draw_runs(a)
+        self._draw_fit(a)
+        self._draw_time(a)
+        for widget in self.plots.values():
+            widget.getPlotItem().getViewBox().enableAutoRange()
+            sync_legend(widget.getPlotItem())
+
+    def _draw_regimes(self, plot_id: str, a: Analysis) -> None:
+        named = set()
+        for span in a.regime_spans:
+            colour = pg.mkColor(REGIME_COLOURS[span.regime])
+            colour.setAlpha(REGIME_ALPHA)
+            region = pg.LinearRegionItem(
+                (math.log2(span.low), math.log2(span.high)), movable=False, brush=pg.mkBrush(colour), pen=pg.mkPen(None)
+            )
+            region.setZValue(-20)
+            region.regime = span.regime
+            self._add(plot_id, region)
+            if span.regime not in named:  # a legend entry per regime: a square of its colour, not in the plot
+                named.add(span.regime)
+                colour.setAlpha(4 * REGIME_ALPHA)
+                sample = pg.ScatterPlotItem(symbol="s", size=10, brush=pg.mkBrush(colour), pen=None)
+                self.plots[plot_id].getPlotItem().legend.addItem(sample, f"shaded: {span.regime}")
+                self._samples[plot_id].append(sample)
+
+    def _draw_runs(self, a: Analysis) -> None:
+        spots = {"steps": [], "examples": [], "time": []}
+        for run in self.data.ordered_runs():
+            f = run.figures
+            if run.status != "ok" or f.target_reached != 1:
+                continue
+            colour = self.colours.colour(run.batch_size)
+            x = math.log2(run.batch_size)
+            for plot_id, value in (
+                ("steps", f.steps_to_target),
+                ("examples", f.examples_to_target),
+                ("time", f.time_to_target),
+            ):
+                if value > 0 and math.isfinite(value):
+                    spots[plot_id].append(
+                        {
+                            "pos": (x, math.log10(value)),
+                            "brush": run_brush(colour, dimmed=False),
+                            "pen": run_pen(colour, compare=False, dimmed=False, highlighted=False),
+                            "symbol": "o",
+                            "size": 8,
+                        }
+                    )
+        for plot_id, plot_spots in spots.items():
+            if plot_spots:
+                self._add(plot_id, pg.ScatterPlotItem(spots=plot_spots, name="runs that met the target"))
+
+    def _draw_fit(self, a: Analysis) -> None:
+        p, fit = a.prediction, a.critical
+        neutral = PLOT_COLOURS["neutral"]
+        measured = [s for s in a.batches if s.steps_to_target.n]
+        if measured:  # perfect scaling from the smallest batch that met the target: S = S(B0) B0 / B
+            first = measured[0]
+            b = np.geomspace(first.batch_size, max(s.batch_size for s in a.batches) * 2, 32)
+            steps = first.steps_to_target.mean * first.batch_size / b
+            pen = pg.mkPen(neutral, width=1.2, style=pg.QtCore.Qt.PenStyle.DashLine)
+            name = f"perfect scaling from batch {first.batch_size:,}"
+            self._add("steps", pg.PlotDataItem(np.log2(b), _log10(steps), pen=pen, name=name))
+            examples = np.full(len(b), first.examples_to_target.mean)
+            self._add("examples", pg.PlotDataItem(np.log2(b), _log10(examples), pen=pen, name=name))
+        if p is None or fit is None:
+            return
+        x = np.log2(p.batch_sizes)
+        b = np.asarray(p.batch_sizes)
+        label = f"fit, {fit.bcrit.text()}"
+        for plot_id, scale in (("steps", 1.0), ("examples", b)):
+            band_colour = pg.mkColor(neutral)
+            band_colour.setAlpha(BAND_ALPHA)
+            low, high = np.asarray(p.steps_low) * scale, np.asarray(p.steps_high) * scale
+            if np.isfinite(low).any():
+                band = pg.FillBetweenItem(
+                    pg.PlotDataItem(x, _log10(low)), pg.PlotDataItem(x, _log10(high)), brush=pg.mkBrush(band_colour)
+                )
+                band.setZValue(-10)
+                band.band = (x, low, high)
+                self._add(plot_id, band)
+            curve = np.asarray(p.steps) * scale
+            pen = pg.mkPen(PLOT_COLOURS["foreground"], width=FIT_WIDTH)
+            self._add(plot_id, pg.PlotDataItem(x, _log10(curve), pen=pen, name=label))
+
+    def _draw_time(self, a: Analysis) -> None:
+        p = a.prediction
+        if p is None or not p.time:
+            return
+        x = np.log2(p.batch_sizes)
+        pen = pg.mkPen(PLOT_COLOURS["foreground"], width=FIT_WIDTH)
+        self._add("time", pg.PlotDataItem(x, _log10(p.time), pen=pen, name="T(B) = S(B) t_step(B), predicted"))
+        if math.isfinite(a.best_predicted):
+            bx, by = math.log2(a.best_predicted), math.log10(a.best_predicted_time)
+            star = pg.ScatterPlotItem(
+                [bx],
+                [by],
+                symbol="star",
+                size=16,
+                brush=pg.mkBrush(PLOT_COLOURS["foreground"]),
+                pen=None,
+                name=f"minimum: batch {a.best_predicted:,.0f}",
+            )
+            self._add("time", star)
+
+    def show_text(self, paragraphs: list[str]) -> None:
+        """The recommendation as a list, or what the tab needs when there is no sweep."""
+        if not paragraphs:
+            self.text.setHtml(
+                "<p>Open or run a sweep; with a target (--target) this tab shows which batch size "
+                "reaches it soonest and why.</p>"
+            )
+            return
+        items = "".join(f"<li style='margin-bottom:4px'>{html.escape(p)}</li>" for p in paragraphs)
+        self.text.setHtml(f"<ul style='margin-left:-20px'>{items}</ul>")
+
+    def items(self, plot_id: str, kind: type) -> list:
+        """The items of a kind drawn in a plot (for tests)."""
+        return [i for i in self._items[plot_id] if isinstance(i, kind)]

@@ -1,0 +1,64 @@
+"""The Analysis tab: the plots and text show the numbers of core.analysis.analyse, and export like the others."""
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from batchlab.core.analysis.analyse import analyse
+from batchlab.core.analysis.regimes import PLATEAU
+
+from tests.core.analysis_sweeps import target_sweep
+from tests.core.test_explain import synthetic_sweep
+
+
+def _curve(view, plot_id: str, name_start: str) -> pg.PlotDataItem:
+    return next(i for i in view.items(plot_id, pg.PlotDataItem) if (i.name() or "").startswith(name_start))
+
+
+def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_without_target_needs(
+    main_window, qtbot, tmp_path
+):
+    data = target_sweep(missed=(512,))
+    main_window._show_sweep(data, "main")
+    main_window.views.setCurrentWidget(main_window.analysis)
+    view = main_window.analysis
+    qtbot.waitUntil(lambda: view.analysis is not None)
+    expected = analyse(data)
+    # the fit through the prediction grid, log2 batch against log10 steps, named with Bcrit and its interval
+    fit = _curve(view, "steps", "fit, Bcrit = ")
+    x, y = fit.getData()
+    assert np.allclose(x, np.log2(expected.prediction.batch_sizes))
+    assert np.allclose(10**y, expected.prediction.steps)
+    assert fit.name() == f"fit, {expected.critical.bcrit.text()}"
+    examples = _curve(view, "examples", "fit, ")
+    assert np.allclose(10 ** examples.getData()[1], expected.prediction.examples)
+    (band,) = view.items("steps", pg.FillBetweenItem)
+    assert np.allclose(band.band[1], expected.prediction.steps_low)
+    # perfect scaling through the smallest batch: S(8) x 8 / B
+    line = _curve(view, "steps", "perfect scaling from batch 8")
+    lx, ly = line.getData()
+    assert 10 ** ly[-1] * 2 ** lx[-1] == pytest.approx(expected.batches[0].steps_to_target.mean * 8)
+    # regimes shaded where the analysis puts them, one point per run that met the target
+    regions = view.items("steps", pg.LinearRegionItem)
+    assert [(r.regime, *r.getRegion()) for r in regions] == [
+        (s.regime, pytest.approx(math.log2(s.low)), pytest.approx(math.log2(s.high))) for s in expected.regime_spans
+    ]
+    assert regions[-1].regime == PLATEAU
+    (runs,) = view.items("steps", pg.ScatterPlotItem)
+    assert len(runs.points()) == sum(s.steps_to_target.n for s in expected.batches) == 12
+    # T(B) and its minimum
+    star = next(i for i in view.items("time", pg.ScatterPlotItem) if (i.name() or "").startswith("minimum"))
+    (sx,), (sy,) = star.getData()
+    assert 2**sx == pytest.approx(expected.best_predicted) and 10**sy == pytest.approx(expected.best_predicted_time)
+    # the recommendation, word for word
+    text = view.text.toPlainText()
+    assert all(p in " ".join(text.split()) for p in expected.recommendation)
+    # exportable like every plot
+    path = main_window.export_plot("analysis_steps", str(tmp_path / "steps.svg"))
+    assert path and "<svg" in open(path, encoding="utf-8").read(200)
+    # a sweep without a target (one window for both: a window costs seconds): what is needed, empty plots
+    main_window._show_sweep(synthetic_sweep(), "main")
+    qtbot.waitUntil(lambda: view.analysis is not None and view.analysis.target is None)
+    assert "run the sweep with --target" in view.text.toPlainText()
+    assert not view.items("steps", pg.PlotDataItem) and not view.items("time", pg.ScatterPlotItem)
