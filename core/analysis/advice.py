@@ -242,15 +242,18 @@ def _noise_scale(analysis: Analysis) -> list[str]:
     ns = analysis.noise_scale
     if ns is None:
         return []
+    spread = f", {_b(ns.low)}-{_b(ns.high)}" if ns.runs > 1 else ""
     text = (
-        f"Gradient noise scale B_simple = {_b(ns.b_simple)} (median over {ns.runs} runs), which predicts "
-        f"Bcrit ~ {_b(ns.b_simple)}"
+        f"Gradient noise scale: B_simple = {_b(ns.b_simple)} (the final estimate, median of {ns.runs} runs{spread}), "
+        f"which predicts Bcrit ~ {_b(ns.b_simple)} (McCandlish et al.)"
     )
-    fit = analysis.critical
-    if fit is not None and fit.bcrit.kind == "=":
-        text += f"; the fit gives {_b(fit.bcrit.value)} ({fit.bcrit.value / ns.b_simple:.2g}x)"
-    if ns.biased:
-        text += "; estimated from consecutive steps at different weights, which biases it"
+    bcrit = analysis.critical.bcrit if analysis.critical is not None else None
+    if bcrit is not None and bcrit.kind == "=":
+        text += f"; the fit of steps to target gives {_b(bcrit.value)}, {bcrit.value / ns.b_simple:.2g}x the prediction"
+    elif bcrit is not None and bcrit.kind in (">=", "<="):
+        agrees = ns.b_simple >= bcrit.value if bcrit.kind == ">=" else ns.b_simple <= bcrit.value
+        verdict = "meets" if agrees else "does not meet"
+        text += f"; the fit of steps to target says {bcrit.text()}, which the prediction {verdict}"
     return [text + "."]
 
 

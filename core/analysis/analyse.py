@@ -14,7 +14,7 @@ from here, so a number is computed in one place. What goes in (docs/analysis.md 
 - regimes as spans a plot can shade (regimes.py): from the fit when Bcrit is a value, else between
   measured batch sizes;
 - memory: the memory line (memory_fit.py), the device limit it implies, runs out of memory;
-- the gradient noise scale slot (B_simple and the Bcrit it predicts), filled when runs measured it;
+- the gradient noise scale (B_simple and the Bcrit it predicts) of the runs that measured it;
 - the recommendation in words (advice.py).
 """
 
@@ -29,6 +29,7 @@ from batchlab.core.aggregate import Spread, aggregate_by_batch, spread
 from batchlab.core.analysis.critical import CriticalFit, fit_critical, optimal_batch
 from batchlab.core.analysis.loss_noise import generalization_gap, loss_noise
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
+from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.regimes import Span, batch_regimes, fit_spans, measured_spans
 from batchlab.core.analysis.step_time import StepTimeFit, fit_step_time
 from batchlab.core.model import RunData, SweepData
@@ -95,13 +96,14 @@ class Memory:
 
 @dataclass(frozen=True)
 class NoiseScale:
-    """The gradient noise scale B_simple = tr(Sigma)/|G|^2 the runs measured, and the Bcrit it predicts
-    (McCandlish et al.: Bcrit ~ B_simple). Filled when the runs have a noise_scale table."""
+    """The gradient noise scale B_simple = tr(Sigma)/|G|^2 the runs measured (--noise-scale-every;
+    core/analysis/noise_scale.py), and so the Bcrit it predicts (McCandlish et al.: Bcrit ~ B_simple)."""
 
-    b_simple: float  # samples: median over runs of each run's last estimate
-    per_batch: dict[int, float]  # batch size -> median of its runs' last estimates
-    runs: int
-    biased: bool  # True when an estimate came from consecutive steps (labelled so by the run)
+    b_simple: float  # samples: median over the runs of each run's final estimate
+    low: float  # samples: the smallest and largest final estimate over the runs
+    high: float
+    per_batch: dict[int, float]  # batch size -> median of its runs' final estimates
+    runs: int  # runs with a finite final estimate
 
 
 @dataclass(frozen=True)
@@ -221,20 +223,24 @@ def _memory(sweep: SweepData) -> Memory:
 
 
 def _noise_scale(sweep: SweepData) -> NoiseScale | None:
-    """B_simple from the runs' noise-scale estimates, when the runs recorded them (run attribute b_simple)."""
-    per_run = [(r.batch_size, _float(r.attrs.get("b_simple"))) for r in sweep.ordered_runs()]
-    per_run = [(b, v) for b, v in per_run if math.isfinite(v) and v > 0]
+    """B_simple from the runs' noise_scale tables: each run's final estimate (noise_scale.noise_scale_series)."""
+    per_run = []
+    for run in sweep.ordered_runs():
+        series = noise_scale_series(run.noise_scale.as_dict())
+        if series is not None and math.isfinite(series.final) and series.final > 0:
+            per_run.append((run.batch_size, series.final))
     if not per_run:
         return None
     by_batch: dict[int, list[float]] = {}
     for b, v in per_run:
         by_batch.setdefault(b, []).append(v)
-    biased = any(str(r.attrs.get("noise_scale_method", "")).startswith("consecutive") for r in sweep.runs.values())
+    values = [v for _, v in per_run]
     return NoiseScale(
-        b_simple=float(np.median([v for _, v in per_run])),
+        b_simple=float(np.median(values)),
+        low=min(values),
+        high=max(values),
         per_batch={b: float(np.median(v)) for b, v in sorted(by_batch.items())},
         runs=len(per_run),
-        biased=biased,
     )
 
 

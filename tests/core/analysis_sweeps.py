@@ -16,10 +16,13 @@ def steps_to_target(b: float) -> float:
     return SMIN * (1 + BCRIT / b)
 
 
-def target_sweep(sizes=(8, 16, 32, 64, 128, 256, 512), seeds=(0, 1), noise=0.05, missed=(), lr=0.05, rng_seed=3):
+def target_sweep(
+    sizes=(8, 16, 32, 64, 128, 256, 512), seeds=(0, 1), noise=0.05, missed=(), lr=0.05, rng_seed=3, b_simple=None
+):
     """A sweep whose run at batch B reaches val_loss < 0.5 after S(B) x (multiplicative noise) steps, with steady
     steps of ALPHA + BETA*B s, host memory 300 MiB + 0.2 MiB x B, loss noise falling as 1/sqrt(B).
-    Batch sizes in `missed` train 2 S(B) steps and never meet the target."""
+    Batch sizes in `missed` train 2 S(B) steps and never meet the target. With `b_simple`, every run measured
+    the gradient noise scale every 10 steps: tr(Sigma) = b_simple x |G|^2 (b_simple x (1 + run index / 100))."""
     rng = np.random.default_rng(rng_seed)
     data = SweepData()
     spec = {"target": TARGET, "eval_every": 10}
@@ -64,6 +67,22 @@ def target_sweep(sizes=(8, 16, 32, 64, 128, 256, 512), seeds=(0, 1), noise=0.05,
                     wall_time=wall.tolist(),
                 )
             )
+            if b_simple is not None:
+                rows = list(range(0, n, 10))
+                value = b_simple * (1 + index / 100)
+                ones = [1.0] * len(rows)
+                data.handle(
+                    make_event(
+                        "noise_scale",
+                        run=index,
+                        step=rows,
+                        g2_est=ones,
+                        trace_est=[value] * len(rows),
+                        ema_g2=ones,
+                        ema_trace=[value] * len(rows),
+                        b_simple=[value] * len(rows),
+                    )
+                )
             points = sorted({reach // 2, reach, n})
             for s in points:
                 met = s >= reach and b not in missed

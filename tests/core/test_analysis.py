@@ -151,6 +151,22 @@ def test_recommendation_text_of_a_fixed_sweep_matches_the_golden_file():
     assert text == GOLDEN.read_text(encoding="utf-8")
 
 
+def test_the_noise_scale_of_the_runs_fills_its_slot_and_is_compared_with_the_fit():
+    analysis = analyse(target_sweep(sizes=(8, 32, 128, 512), b_simple=70.0))
+    ns = analysis.noise_scale
+    runs = 8  # each run's final estimate is 70 x (1 + index/100), index 0..7
+    assert ns.runs == runs and ns.low == 70.0 and ns.high == pytest.approx(70 * 1.07)
+    assert ns.b_simple == pytest.approx(70 * (1 + 3.5 / 100))
+    assert ns.per_batch[8] == pytest.approx(70 * 1.005)
+    text = "\n".join(analysis.recommendation)
+    bcrit = analysis.critical.bcrit.value
+    said = f"B_simple = {ns.b_simple:,.0f} (the final estimate, median of 8 runs, 70-75), which predicts Bcrit ~ 72"
+    assert said in text
+    assert f"the fit of steps to target gives {bcrit:,.0f}, {bcrit / ns.b_simple:.2g}x the prediction" in text
+    assert not any(line.startswith("Not measured") and "noise scale" in line for line in analysis.recommendation)
+    assert analyse(target_sweep()).noise_scale is None
+
+
 def test_one_regime_sweep_says_bcrit_is_a_bound_and_gives_no_predicted_optimum():
     analysis = analyse(target_sweep(sizes=(1, 2, 4), seeds=(0,)))
     assert analysis.critical.bcrit.kind == ">="

@@ -140,7 +140,7 @@ def test_theme_text_is_readable_and_plots_follow(main_window, light_afterwards, 
     text = QApplication.palette().color(QPalette.ColorRole.Text)
     for status, colour in theme.status_backgrounds.items():
         assert themes.contrast_ratio(text, colour) >= themes.MIN_CONTRAST, status
-    for plot in (*w.live.plots.values(), *w.summary.plots.values()):
+    for plot in (*w.live.plots.values(), *w.summary.plots.values(), *w.analysis.plots.values()):
         background = plot.backgroundBrush().color()
         assert background.name() == theme.plot_background.lower()
         for axis in ("left", "bottom"):
