@@ -29,7 +29,11 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
   row that met the target by the rule above, with the text "met val_accuracy>0.98 at step 1,350".
 - running epoch (the live window's provisional points, not a run figure): the epoch of the last
   step while no epoch row has ended it; the sample-weighted mean loss of its steps so far and
-  their samples over their step durations (as for throughput).
+  their samples over their step durations (as for throughput); its time so far (the sum of
+  those durations) split as the epoch row splits its epoch_time: compute (sum of step_time),
+  input wait (sum of input_wait) and the rest. The steps of earlier epochs are not needed:
+  running_epoch_rows gives the first row a caller has to pass (the one before the running
+  epoch's first step, for that step's duration), so the work follows the epoch, not the run.
 - peak memory (bytes, -1 unknown): from ``tf_peak_bytes``, else ``device_memory_bytes``, else
   ``rss_peak_bytes``: the largest over all epochs, the first epoch's, and the largest over the
   epochs after the first (steady state, without the first epoch's autotuning scratch).
@@ -214,6 +218,19 @@ class RunningEpoch:
     steps: int  # its steps so far
     train_loss: float  # sample-weighted mean loss of those steps
     samples_per_s: float  # their samples over their wall time (step_durations)
+    elapsed_s: float = math.nan  # s: their wall time so far (sum of step_durations)
+    compute_s: float = math.nan  # s: sum of their step_time (NaN if a step was not timed)
+    input_wait_s: float = math.nan  # s: sum of their input_wait
+
+
+def running_epoch_rows(epoch: np.ndarray) -> int:
+    """First step row running_epoch needs: the row before the last step's epoch began (0 for the first epoch).
+
+    `epoch` is the steps' epoch column (non-decreasing); a binary search, so the cost does not grow with the run.
+    """
+    if not len(epoch):
+        return 0
+    return max(0, int(np.searchsorted(epoch, epoch[-1], side="left")) - 1)
 
 
 def running_epoch(steps: Table, epochs: Table) -> RunningEpoch | None:
@@ -229,11 +246,15 @@ def running_epoch(steps: Table, epochs: Table) -> RunningEpoch | None:
     if current in set(_column(epochs, "epoch").tolist()):
         return None
     rows = epoch == current
+    durations = step_durations(steps, epochs)[rows]
     return RunningEpoch(
         epoch=current,
         steps=int(rows.sum()),
         train_loss=_mean_step_loss(steps, rows),
         samples_per_s=_throughput(steps, epochs, rows),
+        elapsed_s=float(np.nansum(durations)) if np.isfinite(durations).any() else math.nan,
+        compute_s=float(_column(steps, "step_time", len(epoch)).astype(np.float64)[rows].sum()),
+        input_wait_s=float(_column(steps, "input_wait", len(epoch)).astype(np.float64)[rows].sum()),
     )
 
 

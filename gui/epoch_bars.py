@@ -1,4 +1,9 @@
-"""The epoch-time-split bars of the live plots: per run, mean epoch time split into compute, input wait and other."""
+"""The epoch-time-split bars of the live plots: per run, mean epoch time split into compute, input wait and other.
+
+While a run trains, its running epoch is drawn too, as a see-through bar with a dashed outline at
+the same place: its time so far split the same way (core.figures.running_epoch), growing with every
+refresh until the epoch ends and the finished epochs' mean takes it in.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
+from batchlab.core.figures import RunningEpoch
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.plot_style import PLOT_COLOURS, BatchColours, run_pen, sync_legend
 from PySide6.QtCore import Qt
@@ -15,6 +21,9 @@ SEGMENTS = (("compute", "compute_time"), ("input wait", "input_wait_time"), ("ot
 # The "other" part of an epoch: a grey with >= 3:1 contrast against both themes' plot backgrounds
 # (3.1:1 on the light white, 5.2:1 on the dark #1F2023; the previous #BBBBBB was 1.9:1 on white)
 OTHER_COLOUR = "#929292"
+RUNNING_ALPHA = 110  # of 255: the running epoch's bar lets the finished epochs' mean bar show through
+RUNNING_WIDTH = 0.55  # of a bar's width: narrower, so the mean bar behind it shows at both sides
+RUNNING_LEGEND = "running epoch so far"
 
 
 class EpochBars:
@@ -23,11 +32,13 @@ class EpochBars:
     def __init__(self, plot_item: pg.PlotItem, colours: BatchColours):
         self.plot_item = plot_item
         self.colours = colours
-        self.items: dict[tuple[str, str], pg.BarGraphItem] = {}
+        self.items: dict[tuple[str, str], pg.BarGraphItem] = {}  # (source, segment or "running " + segment)
         self.samples: dict[str, pg.BarGraphItem] = {}  # segment -> its legend sample
         for seg, _ in SEGMENTS:
             self.samples[seg] = pg.BarGraphItem(x=[0], height=[1], width=1)
             plot_item.legend.addItem(self.samples[seg], seg)
+        self.running_sample: pg.BarGraphItem | None = None  # added with the first running bar
+        self.running: dict[tuple[str, int], tuple[float, float, float, float]] = {}  # drawn: x, compute, wait, total
         self.restyle_legend()
         sync_legend(plot_item)
 
@@ -36,10 +47,13 @@ class EpochBars:
         grey = QColor(PLOT_COLOURS["neutral"])
         for seg, sample in self.samples.items():
             sample.setOpts(brush=segment_brush(seg, grey, False), pen=pg.mkPen(PLOT_COLOURS["foreground"]))
+        if self.running_sample is not None:
+            self.running_sample.setOpts(brush=_running_brush(grey), pen=_running_pen(grey))
 
     def remove(self, source: str) -> None:
         for key in [k for k in self.items if k[0] == source]:
             self.plot_item.removeItem(self.items.pop(key))
+        self.running = {k: v for k, v in self.running.items() if k[0] != source}
 
     def draw(
         self,
@@ -48,18 +62,25 @@ class EpochBars:
         sources: list[str],
         rows: Callable[[RunData], int],
         selection: set[tuple[str, int]],
+        running: dict[int, RunningEpoch] | None = None,
     ) -> None:
-        """Bars of this source's runs over their first rows(run) epochs (the live plots' snapshot)."""
+        """Bars of this source's runs over their first rows(run) epochs (the live plots' snapshot), and
+        of the running epochs in `running` (run index -> its figures so far)."""
         runs = [r for r in data.ordered_runs() if rows(r)]
         seeds = sorted({r.seed for r in data.runs.values()}) or [0]
         n_groups = len(seeds) * max(1, len(sources))
         width = 0.8 / n_groups
         group_of_source = sorted(sources).index(source) if source in sources else 0
+
+        def x_of(run: RunData) -> float:
+            group = group_of_source * len(seeds) + seeds.index(run.seed)
+            return float(np.log2(run.batch_size) - 0.4 + width * (group + 0.5))
+
+        self._draw_running(source, data, running or {}, x_of, width, selection)
         xs, bottoms, heights, colours = [], {s: [] for s, _ in SEGMENTS}, {s: [] for s, _ in SEGMENTS}, []
         for run in runs:
             n = rows(run)
-            group = group_of_source * len(seeds) + seeds.index(run.seed)
-            xs.append(np.log2(run.batch_size) - 0.4 + width * (group + 0.5))
+            xs.append(x_of(run))
             colours.append((run, self.colours.colour(run.batch_size)))
             epoch_time = float(np.nanmean(run.epochs["epoch_time"][:n]))
             bottom = 0.0
@@ -91,6 +112,69 @@ class EpochBars:
                 brushes=brushes,
                 pens=pens,
             )
+
+    def _draw_running(self, source, data, running, x_of, width, selection) -> None:
+        """The running epochs' see-through bars, dashed outline: compute, input wait and the rest so far."""
+        runs = [data.runs[i] for i in sorted(running) if i in data.runs]
+        self.running = {k: v for k, v in self.running.items() if k[0] != source}
+        parts: dict[str, list] = {seg: [] for seg, _ in SEGMENTS}
+        xs, colours = [], []
+        for run in runs:
+            figures = running[run.index]
+            total = figures.elapsed_s if np.isfinite(figures.elapsed_s) else 0.0
+            compute = min(max(figures.compute_s, 0.0), total) if np.isfinite(figures.compute_s) else 0.0
+            wait = min(max(figures.input_wait_s, 0.0), total - compute) if np.isfinite(figures.input_wait_s) else 0.0
+            for seg, value in zip(parts, (compute, wait, total - compute - wait), strict=True):
+                parts[seg].append(value)
+            xs.append(x_of(run))
+            colours.append((run, self.colours.colour(run.batch_size)))
+            self.running[(source, run.index)] = (xs[-1], compute, wait, total)
+        bottom = np.zeros(len(xs))
+        for seg, _ in SEGMENTS:
+            key = (source, "running " + seg)
+            item = self.items.get(key)
+            if item is None:
+                item = self.items[key] = pg.BarGraphItem(x=[], height=[], width=width)
+                item.setZValue(5)  # over the finished epochs' mean bar, which shows through
+                item.setToolTip(RUNNING_LEGEND)
+                self.plot_item.addItem(item)
+            item.setVisible(bool(xs))
+            if not xs:
+                continue
+            brushes, pens = [], []
+            for run, colour in colours:
+                dimmed = bool(selection) and (source, run.index) not in selection
+                brushes.append(_running_brush(colour if seg != "other" else QColor(OTHER_COLOUR), seg, dimmed))
+                pens.append(_running_pen(colour, dimmed))
+            heights = np.array(parts[seg])
+            item.setOpts(
+                x=np.array(xs),
+                y0=bottom.copy(),
+                height=heights,
+                width=width * RUNNING_WIDTH,
+                brushes=brushes,
+                pens=pens,
+            )
+            bottom = bottom + heights
+        if xs and self.running_sample is None:
+            self.running_sample = pg.BarGraphItem(x=[0], height=[1], width=1)
+            self.plot_item.legend.addItem(self.running_sample, RUNNING_LEGEND)
+            self.restyle_legend()
+
+
+def _running_brush(colour: QColor, segment: str = "compute", dimmed: bool = False):
+    c = QColor(colour)
+    c.setAlpha(RUNNING_ALPHA // 3 if dimmed else RUNNING_ALPHA)
+    brush = pg.mkBrush(c)
+    if segment == "input wait":
+        brush.setStyle(Qt.BrushStyle.BDiagPattern)
+    return brush
+
+
+def _running_pen(colour: QColor, dimmed: bool = False):
+    pen = run_pen(colour, compare=False, dimmed=dimmed, highlighted=False)
+    pen.setStyle(Qt.PenStyle.DashLine)
+    return pen
 
 
 def segment_brush(segment: str, colour: QColor, dimmed: bool):

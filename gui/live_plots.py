@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from batchlab.core.figures import running_epoch
+from batchlab.core.figures import RunningEpoch, running_epoch, running_epoch_rows
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.epoch_bars import EpochBars
 from batchlab.gui.eval_marks import EvalMarks
@@ -63,7 +63,9 @@ MEMORY_SERIES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
 # Plots with a provisional point for the running epoch (hollow marker): plot id -> RunningEpoch field.
 # Their epoch rows only come at an epoch's end; this point moves with every refresh until then.
 PROVISIONAL = {"loss_epoch": "train_loss", "throughput": "samples_per_s"}
-RUNNING_COLUMNS = ("step", "epoch", "loss", "batch_size", "wall_time", "fetch_time", "step_time")
+# Plots that follow the running epoch's steps between epoch rows (the time split: its running bar)
+FOLLOW_STEPS = (*PROVISIONAL, "epoch_split")
+RUNNING_COLUMNS = ("step", "epoch", "loss", "batch_size", "wall_time", "fetch_time", "step_time", "input_wait")
 
 PLOTS = {
     # plot id -> title, x label, x units, y label, y units. Titles short enough for a 1024 px window
@@ -130,6 +132,7 @@ class LivePlots(QWidget):
         self._drawn: dict[tuple[str, int, str], tuple] = {}  # (source, run, plot) -> (rows, status) drawn
         self._envelopes: dict[RunKey, StepEnvelope] = {}
         self._provisional: dict[tuple[str, int, str], pg.PlotDataItem] = {}  # (source, run, plot) -> marker
+        self._running_cache: dict[RunKey, tuple[tuple[int, int], RunningEpoch | None]] = {}
         self._snapshot: dict[RunKey, tuple[int, int, int]] = {}  # rows of (steps, epochs, evals) to draw
         self._phase: tuple = ()  # what the main sweep was doing at the last snapshot, and since when
         self._phase_since = 0.0
@@ -181,6 +184,7 @@ class LivePlots(QWidget):
         self.evals.remove(self.plots, source)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
         self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
+        self._running_cache = {k: v for k, v in self._running_cache.items() if k[0] != source}
         self._bars_drawn.discard(source)
         if data is None:
             self.sources.pop(source, None)
@@ -254,7 +258,7 @@ class LivePlots(QWidget):
         """What a plot shows of a run: its rows in the snapshot and its status; the step rows too where
         a provisional point follows the running epoch's steps."""
         state = (self._rows(source, run, PLOT_TABLE[plot_id]), run.status)
-        if plot_id in PROVISIONAL and run.status == "running":
+        if plot_id in FOLLOW_STEPS and run.status == "running":
             state += (self._rows(source, run, "steps"),)
         if plot_id in EVAL_PLOTS:
             state += (self._rows(source, run, "evals"),)
@@ -278,12 +282,20 @@ class LivePlots(QWidget):
                     continue
                 self._drawn[key] = state
                 if plot_id == "epoch_split":
-                    runs_changed = runs_changed or bool(state[0])  # a run without epochs has no bar
+                    # a run without epochs has no bar, unless its first epoch is running (or just stopped)
+                    runs_changed = (
+                        runs_changed or bool(state[0]) or len(state) > 2 or (source, run.index) in self.bars.running
+                    )
                 else:
                     runs_changed = self._draw_run(source, run, plot_id) or runs_changed
             if plot_id == "epoch_split" and (runs_changed or source not in self._bars_drawn):
                 rows = lambda run, source=source: self._rows(source, run, "epochs")  # noqa: E731
-                self.bars.draw(source, data, list(self.sources), rows, self.selection)
+                running = {
+                    run.index: figures
+                    for run in data.ordered_runs()
+                    if (figures := self._running_epoch(source, run)) is not None
+                }
+                self.bars.draw(source, data, list(self.sources), rows, self.selection, running)
                 self._bars_drawn.add(source)
                 runs_changed = True
             changed = changed or runs_changed
@@ -343,13 +355,7 @@ class LivePlots(QWidget):
         """The running epoch's hollow marker from its steps so far (core.figures.running_epoch), gone at its end."""
         key = (source, run.index, plot_id)
         marker = self._provisional.get(key)
-        figures = None
-        if run.status == "running":
-            n_steps, n_epochs = self._rows(source, run, "steps"), self._rows(source, run, "epochs")
-            if n_steps:
-                steps = {c: run.steps[c][:n_steps] for c in RUNNING_COLUMNS if c in run.steps.names()}
-                epochs = {c: run.epochs[c][:n_epochs] for c in ("epoch", "wall_time")}
-                figures = running_epoch(steps, epochs)
+        figures = self._running_epoch(source, run)
         if figures is None:
             if marker is None or not len(marker.xData if marker.xData is not None else ()):
                 return False
@@ -385,6 +391,24 @@ class LivePlots(QWidget):
         )
         self.set_points[plot_id] = self.set_points.get(plot_id, 0) + drawn
         return True
+
+    def _running_epoch(self, source: str, run: RunData) -> RunningEpoch | None:
+        """The running epoch's figures so far in the snapshot (None when no epoch is running), from its own
+        steps only (core.figures.running_epoch_rows), once per frame for the three plots that show it."""
+        if run.status != "running":
+            return None
+        n_steps, n_epochs = self._rows(source, run, "steps"), self._rows(source, run, "epochs")
+        cached = self._running_cache.get((source, run.index))
+        if cached is not None and cached[0] == (n_steps, n_epochs):
+            return cached[1]
+        figures = None
+        if n_steps:
+            start = running_epoch_rows(run.steps["epoch"][:n_steps])
+            steps = {c: run.steps[c][start:n_steps] for c in RUNNING_COLUMNS if c in run.steps.names()}
+            epochs = {c: run.epochs[c][:n_epochs] for c in ("epoch", "wall_time")}
+            figures = running_epoch(steps, epochs)
+        self._running_cache[(source, run.index)] = ((n_steps, n_epochs), figures)
+        return figures
 
     def _style_provisional(self, marker: pg.PlotDataItem, batch_size: int) -> None:
         """Hollow: the run's colour as outline, the plot background inside."""

@@ -51,3 +51,27 @@ def test_evaluation_points_for_a_loss_plot_and_the_row_that_met_the_target():
     no_val = {**evals, "val_loss": np.full(4, np.nan)}
     assert evaluation_points(no_val, {}).metric == "train_loss"
     assert evaluation_points({k: v[:0] for k, v in evals.items()}, {"target": "val_loss=0.1"}) is None
+
+
+def test_running_epoch_time_split_and_the_rows_it_needs():
+    from batchlab.core.figures import running_epoch_rows
+
+    steps = {
+        "step": np.arange(6),
+        "epoch": np.array([0, 0, 0, 1, 1, 1]),
+        "loss": np.ones(6),
+        "batch_size": np.full(6, 10),
+        "wall_time": np.array([0.1, 0.2, 0.3, 0.8, 1.0, 1.3]),
+        "fetch_time": np.array([0.0, 0.0, 0.0, 0.1, 0.02, 0.05]),
+        "step_time": np.array([0.1, 0.1, 0.1, 0.1, 0.15, 0.2]),
+        "input_wait": np.array([0.0, 0.0, 0.0, 0.08, 0.01, 0.0]),
+    }
+    epochs = {"epoch": np.array([0]), "wall_time": np.array([0.5])}
+    r = running_epoch(steps, epochs)
+    assert r.elapsed_s == pytest.approx(0.2 + 0.2 + 0.3)  # own fetch + step, then the gaps
+    assert r.compute_s == pytest.approx(0.45) and r.input_wait_s == pytest.approx(0.09)
+    start = running_epoch_rows(steps["epoch"])
+    assert start == 2  # the last step of epoch 0, then the running epoch
+    sliced = running_epoch({k: v[start:] for k, v in steps.items()}, epochs)
+    assert sliced == r  # the same figures from the running epoch's rows alone
+    assert running_epoch_rows(np.array([0, 0, 0])) == 0 and running_epoch_rows(np.array([], dtype=int)) == 0
