@@ -18,7 +18,10 @@ Event types, in the order a sweep emits them:
   ``lr0``, ``lr_peak``, ``lr_rule``, ``lr_base_batch``, ``lr_warmup_steps``, ``lr_schedule``,
   ``lr_total_steps``, ``lr_decay_factor``, ``lr_decay_every_steps``, ``lr_patience``
 - ``steps``: ``run``, and one list per column of ``STEP_COLUMNS``; sent every
-  ``STEP_FLUSH_SECONDS`` while a run trains
+  ``STEP_FLUSH_SECONDS`` while a run trains; from the training child also ``memory``: the running
+  epoch's memory peaks so far when it was sent ({``epoch``, ``tf_peak_bytes``,
+  ``device_memory_bytes``, ``rss_peak_bytes``}, as the epoch row will hold them at its end), for the
+  live plots only (the run file keeps the epoch rows)
 - ``epoch_ended``: ``run``, and one value per column of ``EPOCH_COLUMNS``
 - ``evaluation``: ``run``, and one value per column of ``EVAL_COLUMNS``: one evaluation point
   (runs with a target or ``eval_every``; see core/targets.py for the metrics)

@@ -132,6 +132,8 @@ class RunData:
     noise_scale: Columns = field(default_factory=lambda: Columns(ev.NOISE_SCALE_COLUMNS, capacity=16))
     # the model's other compiled metrics at each evaluation point (val_mae, ...), NaN where a row lacks one
     eval_metrics: dict[str, list[float]] = field(default_factory=dict)
+    # the running epoch's memory peaks so far (the steps event's "memory": epoch and the three readings); live only
+    memory_so_far: dict[str, Any] = field(default_factory=dict)
     # the model's compiled metrics per epoch row (train_NAME, val_NAME), as the run file's metrics/ group
     metrics: dict[str, list[float]] = field(default_factory=dict)
     version: int = field(default_factory=next_version)  # any change
@@ -269,6 +271,8 @@ class SweepData:
     def _on_steps(self, e: Mapping[str, Any]) -> None:
         run = self._run(int(e["run"]))
         run.steps.extend({k: e[k] for k in run.steps.names() if k in e})
+        if isinstance(e.get("memory"), Mapping):
+            run.memory_so_far = dict(e["memory"])
         run.steps_version = next_version()
         run.touch()
 

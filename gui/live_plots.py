@@ -64,7 +64,10 @@ MEMORY_SERIES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
 # Their epoch rows only come at an epoch's end; this point moves with every refresh until then.
 PROVISIONAL = {"loss_epoch": "train_loss", "throughput": "samples_per_s"}
 # Plots that follow the running epoch's steps between epoch rows (the time split: its running bar)
-FOLLOW_STEPS = (*PROVISIONAL, "epoch_split")
+FOLLOW_STEPS = (*PROVISIONAL, "epoch_split", "memory")
+# The memory plot's provisional markers: the running epoch's peaks so far (the steps events' "memory"),
+# one per memory series with its series' symbol
+MEMORY_SYMBOLS = {"tf_peak_bytes": "o", "device_memory_bytes": "t", "rss_peak_bytes": "s"}
 RUNNING_COLUMNS = ("step", "epoch", "loss", "batch_size", "wall_time", "fetch_time", "step_time", "input_wait")
 
 PLOTS = {
@@ -348,6 +351,7 @@ class LivePlots(QWidget):
         if only_plot in EVAL_PLOTS:
             shown = self._draw_evaluations(source, run, only_plot) or shown
         if only_plot == "memory":
+            shown = self._draw_memory_so_far(source, run) or shown
             self._label_memory()
         return shown or len(legend.items) != entries
 
@@ -390,6 +394,33 @@ class LivePlots(QWidget):
             highlighted=key in self.selection,
         )
         self.set_points[plot_id] = self.set_points.get(plot_id, 0) + drawn
+        return True
+
+    def _draw_memory_so_far(self, source: str, run: RunData) -> bool:
+        """Hollow markers at the running epoch: its memory peaks so far, as the training child last sent them."""
+        key = (source, run.index, "memory")
+        marker = self._provisional.get(key)
+        figures = self._running_epoch(source, run)
+        sample = run.memory_so_far
+        points = []
+        if figures is not None and sample.get("epoch") == figures.epoch:
+            for column, symbol in MEMORY_SYMBOLS.items():
+                value = sample.get(column)
+                if value is not None and value > 0:
+                    points.append((figures.epoch + 1.0, float(value) / MIB, symbol))
+        if not points:
+            if marker is None or not len(marker.xData if marker.xData is not None else ()):
+                return False
+            marker.setData([], [])
+            return True
+        if marker is None:
+            marker = self._provisional[key] = pg.PlotDataItem(symbolSize=8, pen=None)
+            marker.run_key = (source, run.index)
+            marker.setToolTip("running epoch: memory peak so far")
+            self.plots["memory"].getPlotItem().addItem(marker)
+            self._style_provisional(marker, run.batch_size)
+        x, y, symbols = zip(*points, strict=True)
+        marker.setData(list(x), list(y), symbol=list(symbols))
         return True
 
     def _running_epoch(self, source: str, run: RunData) -> RunningEpoch | None:

@@ -121,10 +121,18 @@ class StepLog(Hook):
     """Collects step rows and sends them every `flush_seconds` of run time, so the pipe is never flooded
     and a killed child loses at most that much. Sending happens after the step's clock was read."""
 
-    def __init__(self, run_index: int, emit: Emit, flush_seconds: float = STEP_FLUSH_SECONDS):
+    def __init__(
+        self,
+        run_index: int,
+        emit: Emit,
+        flush_seconds: float = STEP_FLUSH_SECONDS,
+        memory: Callable[[], dict[str, int]] | None = None,
+    ):
         self.run = run_index
         self.emit = emit
         self.flush_seconds = flush_seconds
+        # the epoch's memory peaks so far (MemoryProbe.read), sent with each batch of steps for the live plots
+        self.memory = memory
         self.rows: dict[str, list] = {k: [] for k in STEP_COLUMN_NAMES}
         self.last_sent = 0.0  # run-relative seconds, the same time base as the rows' wall_time
 
@@ -144,7 +152,10 @@ class StepLog(Hook):
 
     def send(self) -> None:
         if self.rows["step"]:
-            self.emit(make_event(STEPS, run=self.run, **self.rows))
+            event = make_event(STEPS, run=self.run, **self.rows)
+            if self.memory is not None:
+                event["memory"] = {"epoch": self.rows["epoch"][-1], **self.memory()}
+            self.emit(event)
             self.rows = {k: [] for k in STEP_COLUMN_NAMES}
 
 

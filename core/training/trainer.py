@@ -418,12 +418,15 @@ class InstrumentedLoop:
 
 def standard_hooks(run_index: int, emit: Emit, tf_device: str | None, nvml_index: int | None) -> HookList:
     """The measurements every engine makes, in the order they must run (RunEvents last: it sends)."""
+    memory = MemoryProbe(tf_device, nvml_index)
     return HookList(
         [
-            StepLog(run_index, emit),  # first: a diverging step is recorded before NanCheck ends the run
+            # first: a diverging step is recorded before NanCheck ends the run; each batch of steps
+            # carries the epoch's memory peaks so far, so the live memory plot moves within an epoch
+            StepLog(run_index, emit, memory=memory.read),
             EpochSummary(),
             TracingCounter(),
-            MemoryProbe(tf_device, nvml_index),
+            memory,
             RunSummary(),
             NanCheck(),
             RunEvents(run_index, emit),
