@@ -1,9 +1,11 @@
-"""The Analysis tab: steps, examples and time to target against batch size, and the recommendation.
+"""The Analysis tab: steps, examples and time to target against batch size, the gradient noise scale over
+training, and the recommendation.
 
 Every number comes from batchlab.core.analysis.analyse.analyse (the same as `batchlab report`):
 S(B) and E(B) on log-log axes with each run that met the target, the McCandlish fit and its
 bootstrap band, the perfect-scaling line through the smallest batch and the regimes shaded; T(B)
-with the measured runs, the predicted curve and its minimum marked; the recommendation in words.
+with the measured runs, the predicted curve and its minimum marked; B_simple over training for the
+runs that measured it (the Bcrit it predicts) beside the fitted Bcrit; the recommendation in words.
 The analysis is recomputed when a run has started or ended, and only while the tab is visible.
 """
 
@@ -15,6 +17,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.analysis.analyse import Analysis, analyse
+from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
 from batchlab.core.model import SweepData
 from batchlab.gui.plot_style import LEFT_AXIS_PX, PLOT_COLOURS, BatchColours, make_plot, run_brush, run_pen, sync_legend
@@ -25,6 +28,7 @@ PLOTS = {
     "steps": ("Steps to target", "steps", None),
     "examples": ("Examples to target", "examples", None),
     "time": ("Time to target", "time (s)", None),
+    "noise": ("Gradient noise scale", "B_simple (samples)", None),
 }
 REGIME_COLOURS = {PERFECT: "#009E73", DIMINISHING: "#E69F00", PLATEAU: "#D55E00"}  # Okabe-Ito green, orange, red
 REGIME_ALPHA = 38  # of 255: shading behind the points
@@ -44,12 +48,19 @@ class Log10Axis(pg.AxisItem):
         major = [d + math.log10(m) for d in decades for m in steps]
         minor = [d + math.log10(m) for d in decades for m in range(2, 10) if m not in steps]
         inside = [v for v in major if minVal <= v <= maxVal]
+        if len(inside) < 2:  # a narrow range (70-80): evenly spaced amounts, labelled
+            lo, hi = 10.0**minVal, 10.0**maxVal
+            rough = (hi - lo) / 4  # about four labelled amounts: a 1, 2 or 5 x 10^k step
+            power = 10.0 ** math.floor(math.log10(rough))
+            step = next(m * power for m in (1, 2, 5, 10) if m * power >= rough)
+            amounts = np.arange(math.ceil(lo / step) * step, hi, step)
+            return [(1.0, [math.log10(v) for v in amounts if v > 0]), (0.1, [])]
         return [(1.0, inside), (0.1, [v for v in minor if minVal <= v <= maxVal])]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph override)
         if spacing != 1.0:
             return ["" for _ in values]
-        return [f"{10.0**v:,.{max(0, -math.floor(v + 1e-9))}f}" for v in values]
+        return [f"{10.0**v:,.{max(0, -math.floor(v + 1e-9))}f}" if v >= 0 else f"{10.0**v:.2g}" for v in values]
 
 
 def _log10(values) -> np.ndarray:
@@ -59,14 +70,16 @@ def _log10(values) -> np.ndarray:
 
 
 class AnalysisView(QWidget):
-    """Three plots against batch size (log2 x axis, log10 y axis) and the recommendation text."""
+    """Three plots against batch size (log2 x axis, log10 y axis) over the noise-scale plot (shown when a run
+    measured it) and the recommendation text."""
 
     def __init__(self, colours: BatchColours, parent: QWidget | None = None):
         super().__init__(parent)
         self.colours = colours
         self.plots: dict[str, pg.PlotWidget] = {}
         for plot_id, (title, y_label, y_units) in PLOTS.items():
-            widget = make_plot(title, "batch size", None, y_label, y_units, log2_x=True)
+            x_label = "step" if plot_id == "noise" else "batch size"
+            widget = make_plot(title, x_label, None, y_label, y_units, log2_x=plot_id != "noise")
             axis = Log10Axis(orientation="left")  # y values are log10 of the amounts
             widget.getPlotItem().setAxisItems({"left": axis})
             axis.setWidth(LEFT_AXIS_PX)
@@ -81,14 +94,17 @@ class AnalysisView(QWidget):
         layout.setSpacing(4)
         layout.addWidget(self.plots["steps"], 0, 0)
         layout.addWidget(self.plots["examples"], 0, 1)
-        layout.addWidget(self.plots["time"], 1, 0)
-        layout.addWidget(self.text, 1, 1)
+        layout.addWidget(self.plots["time"], 0, 2)
+        layout.addWidget(self.plots["noise"], 1, 0)
+        layout.addWidget(self.text, 1, 1, 1, 2)
+        self.grid = layout
         self.data: SweepData | None = None
         self.analysis: Analysis | None = None
         self._drawn: int | None = None
         self._items: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}
         self._samples: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}  # legend entries only
         self.show_text([])
+        self.plots["noise"].setVisible(False)
 
     # ------------------------------------------------------------ what the window calls
 
@@ -144,17 +160,19 @@ class AnalysisView(QWidget):
         a = self.analysis
         self.show_text(a.recommendation if a is not None else [])
         if a is None or self.data is None:
+            self.plots["noise"].setVisible(False)
             return
         for plot_id in ("steps", "examples"):
-            self._draw_regimes(plot_id, a)
+            self._draw_regimes(plot_id, a, legend=plot_id == "steps")
         self._draw_runs(a)
         self._draw_fit(a)
         self._draw_time(a)
+        self._draw_noise_scale(a)
         for widget in self.plots.values():
             widget.getPlotItem().getViewBox().enableAutoRange()
             sync_legend(widget.getPlotItem())
 
-    def _draw_regimes(self, plot_id: str, a: Analysis) -> None:
+    def _draw_regimes(self, plot_id: str, a: Analysis, legend: bool) -> None:
         named = set()
         for span in a.regime_spans:
             colour = pg.mkColor(REGIME_COLOURS[span.regime])
@@ -165,7 +183,7 @@ class AnalysisView(QWidget):
             region.setZValue(-20)
             region.regime = span.regime
             self._add(plot_id, region)
-            if span.regime not in named:  # a legend entry per regime: a square of its colour, not in the plot
+            if legend and span.regime not in named:  # a legend entry per regime: a square of its colour
                 named.add(span.regime)
                 colour.setAlpha(4 * REGIME_ALPHA)
                 sample = pg.ScatterPlotItem(symbol="s", size=10, brush=pg.mkBrush(colour), pen=None)
@@ -196,8 +214,9 @@ class AnalysisView(QWidget):
                         }
                     )
         for plot_id, plot_spots in spots.items():
-            if plot_spots:
-                self._add(plot_id, pg.ScatterPlotItem(spots=plot_spots, name="runs that met the target"))
+            if plot_spots:  # named once (the time plot): the legends of the others have the fit and regimes
+                name = "runs that met the target" if plot_id == "time" else None
+                self._add(plot_id, pg.ScatterPlotItem(spots=plot_spots, name=name))
 
     def _draw_fit(self, a: Analysis) -> None:
         p, fit = a.prediction, a.critical
@@ -251,6 +270,40 @@ class AnalysisView(QWidget):
                 name=f"minimum: batch {a.best_predicted:,.0f}",
             )
             self._add("time", star)
+
+    def _draw_noise_scale(self, a: Analysis) -> None:
+        """B_simple over training, a line per run that measured it (--noise-scale-every), and the fitted Bcrit.
+
+        The plot is shown only when a run measured it; the text then takes the rest of the row."""
+        measured, last_step = False, 0.0
+        for run in self.data.ordered_runs():
+            series = noise_scale_series(run.noise_scale.as_dict())
+            if series is None:
+                continue
+            measured = True
+            last_step = max(last_step, float(series.steps.max()))
+            pen = run_pen(self.colours.colour(run.batch_size), compare=False, dimmed=False, highlighted=False)
+            name = f"batch {run.batch_size}" + (f", seed {run.seed}" if len(self.data.runs) > len(a.batches) else "")
+            item = pg.PlotDataItem(series.steps, _log10(series.b_simple), pen=pen, name=name, connect="finite")
+            self._add("noise", item)
+        fit = a.critical
+        if measured and fit is not None and fit.bcrit.kind == "=":
+            line = pg.InfiniteLine(
+                pos=math.log10(fit.bcrit.value),
+                angle=0,
+                pen=pg.mkPen(PLOT_COLOURS["foreground"], width=1.2, style=pg.QtCore.Qt.PenStyle.DashLine),
+            )
+            line.bcrit = fit.bcrit.value
+            self._add("noise", line)
+            label = pg.TextItem(f"fitted Bcrit {fit.bcrit.value:,.0f}", color=PLOT_COLOURS["foreground"], anchor=(1, 1))
+            label.setPos(last_step, math.log10(fit.bcrit.value))
+            self._add("noise", label)
+            sample = pg.PlotDataItem(pen=line.pen)
+            self.plots["noise"].getPlotItem().legend.addItem(sample, f"fitted Bcrit = {fit.bcrit.value:,.0f}")
+            self._samples["noise"].append(sample)
+        self.plots["noise"].setVisible(measured)
+        self.grid.removeWidget(self.text)
+        self.grid.addWidget(self.text, 1, 1 if measured else 0, 1, 2 if measured else 3)
 
     def show_text(self, paragraphs: list[str]) -> None:
         """The recommendation as a list, or what the tab needs when there is no sweep."""

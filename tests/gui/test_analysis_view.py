@@ -19,7 +19,7 @@ def _curve(view, plot_id: str, name_start: str) -> pg.PlotDataItem:
 def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_without_target_needs(
     main_window, qtbot, tmp_path
 ):
-    data = target_sweep(missed=(512,))
+    data = target_sweep(missed=(512,), b_simple=70.0)
     main_window._show_sweep(data, "main")
     main_window.views.setCurrentWidget(main_window.analysis)
     view = main_window.analysis
@@ -51,6 +51,12 @@ def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_wit
     star = next(i for i in view.items("time", pg.ScatterPlotItem) if (i.name() or "").startswith("minimum"))
     (sx,), (sy,) = star.getData()
     assert 2**sx == pytest.approx(expected.best_predicted) and 10**sy == pytest.approx(expected.best_predicted_time)
+    # the noise scale over training: a line per run that measured it, and the fitted Bcrit beside it
+    assert view.plots["noise"].isVisibleTo(view)
+    lines = view.items("noise", pg.PlotDataItem)
+    assert len(lines) == len(data.runs) and 10 ** lines[0].getData()[1][-1] == pytest.approx(70.0)
+    (bcrit_line,) = view.items("noise", pg.InfiniteLine)
+    assert 10 ** bcrit_line.value() == pytest.approx(expected.critical.bcrit.value)
     # the recommendation, word for word
     text = view.text.toPlainText()
     assert all(p in " ".join(text.split()) for p in expected.recommendation)
@@ -61,4 +67,5 @@ def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_wit
     main_window._show_sweep(synthetic_sweep(), "main")
     qtbot.waitUntil(lambda: view.analysis is not None and view.analysis.target is None)
     assert "run the sweep with --target" in view.text.toPlainText()
+    assert not view.plots["noise"].isVisibleTo(view)  # no run measured the noise scale
     assert not view.items("steps", pg.PlotDataItem) and not view.items("time", pg.ScatterPlotItem)
