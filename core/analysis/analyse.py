@@ -65,7 +65,7 @@ class BatchSummary:
     gap: Spread  # val_loss - train_loss
     gap_at: str  # "target", "end", or "" unknown
     lr: float  # the peak learning rate its runs used (median; NaN: the optimizer's own default)
-    regime: str | None  # on the fitted curve; None without a fit with a value of Bcrit
+    regime: str | None  # on the fitted curve, for batch sizes that met the target; None otherwise
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,7 @@ def analyse(sweep: SweepData) -> Analysis:
             fit_spans(critical.bcrit_fit, min(sizes) / PREDICTION_REACH, max(sizes) * PREDICTION_REACH),
             "fit",
         )
-        regimes = batch_regimes(sizes, critical.bcrit_fit)
+        regimes = batch_regimes([s.batch_size for s in batches if s.steps_to_target.n], critical.bcrit_fit)
         batches = [replace(s, regime=regimes.get(s.batch_size)) for s in batches]
     elif measured:
         spans, source = [span for span, _ in measured], "measured"

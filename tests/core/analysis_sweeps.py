@@ -17,10 +17,17 @@ def steps_to_target(b: float) -> float:
 
 
 def target_sweep(
-    sizes=(8, 16, 32, 64, 128, 256, 512), seeds=(0, 1), noise=0.05, missed=(), lr=0.05, rng_seed=3, b_simple=None
+    sizes=(8, 16, 32, 64, 128, 256, 512),
+    seeds=(0, 1),
+    noise=0.05,
+    missed=(),
+    lr=0.05,
+    rng_seed=3,
+    b_simple=None,
+    alpha=ALPHA,
 ):
     """A sweep whose run at batch B reaches val_loss < 0.5 after S(B) x (multiplicative noise) steps, with steady
-    steps of ALPHA + BETA*B s, host memory 300 MiB + 0.2 MiB x B, loss noise falling as 1/sqrt(B).
+    steps of alpha + BETA*B s, host memory 300 MiB + 0.2 MiB x B, loss noise falling as 1/sqrt(B).
     Batch sizes in `missed` train 2 S(B) steps and never meet the target. With `b_simple`, every run measured
     the gradient noise scale every 10 steps: tr(Sigma) = b_simple x |G|^2 (b_simple x (1 + run index / 100))."""
     rng = np.random.default_rng(rng_seed)
@@ -46,7 +53,7 @@ def target_sweep(
                     lr_schedule="constant",
                 )
             )
-            step_time = np.full(n, ALPHA + BETA * b)
+            step_time = np.full(n, alpha + BETA * b)
             step_time[0] = 0.5  # tracing
             traced = np.zeros(n, dtype=int)
             traced[0] = 1

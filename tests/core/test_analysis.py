@@ -132,6 +132,7 @@ def test_analyse_a_target_sweep_finds_the_known_curve_and_best_batch():
     at_bcrit = p.batch_sizes.index(min(p.batch_sizes, key=lambda b: abs(b - BCRIT)))
     assert p.steps_low[at_bcrit] < steps_to_target(p.batch_sizes[at_bcrit]) < p.steps_high[at_bcrit]
     by_size = {s.batch_size: s for s in analysis.batches}
+    assert by_size[8].regime == "perfect scaling" and by_size[512].regime == "plateau"
     assert by_size[64].steps_to_target.n == 2 and by_size[64].reached == 2
     assert by_size[64].step_wall_time.mean == pytest.approx(ALPHA + BETA * 64, rel=1e-6)
     # loss noise falls with the batch (the generator's per-step noise is 0.4/sqrt(B))
@@ -165,6 +166,14 @@ def test_the_noise_scale_of_the_runs_fills_its_slot_and_is_compared_with_the_fit
     assert f"the fit of steps to target gives {bcrit:,.0f}, {bcrit / ns.b_simple:.2g}x the prediction" in text
     assert not any(line.startswith("Not measured") and "noise scale" in line for line in analysis.recommendation)
     assert analyse(target_sweep()).noise_scale is None
+
+
+def test_a_step_time_line_without_a_fixed_cost_gives_no_predicted_minimum_and_says_why():
+    analysis = analyse(target_sweep(alpha=-1e-4))
+    assert analysis.step_time.alpha < 0 and math.isnan(analysis.best_predicted)
+    assert any(
+        "T(B) then only grows with B: by this model the smallest batch is fastest" in p for p in analysis.recommendation
+    )
 
 
 def test_one_regime_sweep_says_bcrit_is_a_bound_and_gives_no_predicted_optimum():
