@@ -44,6 +44,7 @@ TARGET_METRICS: dict[str, str] = {
     "val_error": BELOW,
 }
 ACCURACY_METRICS = ("val_accuracy", "val_error")  # need a model with an accuracy (a classifier)
+FLOAT32_TOLERANCE = 2.0**-22  # two float32 steps at 1: metrics within it of the target equal it
 VALIDATION_METRICS = ("val_loss", "val_accuracy", "val_error")  # need validation samples
 _TARGET_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|=|<|>)\s*(.*)$")
 SYNTAX = (
@@ -115,9 +116,17 @@ class Target:
             x = float(value)
         except (TypeError, ValueError):
             return False
-        if not math.isfinite(x):
+        if not math.isfinite(x) or self._equal_in_float32(x):
             return False
         return x < self.value if self.direction == BELOW else x > self.value
+
+    def _equal_in_float32(self, x: float) -> bool:
+        """`x` is the target value up to float32 rounding. Keras computes metrics in float32: 1,960 right
+        out of 2,000 arrives as 0.98000002 (the float32 nearest 0.98), and val_error = 1 - that as
+        0.01999998; both are *equal* to the target, not better. Two float32 steps of the larger of the
+        two values (of 1 for accuracy and error, which are fractions of 1 and 1 minus them)."""
+        scale = 1.0 if self.metric in ACCURACY_METRICS else max(abs(x), abs(self.value))
+        return abs(x - self.value) <= FLOAT32_TOLERANCE * scale
 
 
 def parse_target(text: str) -> Target:

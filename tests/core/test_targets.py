@@ -79,6 +79,19 @@ def test_the_first_strict_crossing_counts_for_an_accuracy():
     assert first_reached(Target("val_accuracy", 0.99), accuracy) is None
 
 
+def test_a_float32_metric_equal_to_the_target_is_not_better_than_it():
+    # Keras's accuracy is float32: 1,960 of 2,000 right arrives as 0.98000002, 1,961 as 0.9805
+    equal, better = np.float32(1960) / np.float32(2000), np.float32(1961) / np.float32(2000)
+    assert float(equal) > 0.98  # the float32 nearest 0.98 lies above it
+    assert first_reached(Target("val_accuracy", 0.98), [equal, better]) == 1
+    # val_error = 1 - the float32 accuracy: 0.01999998 equals 0.02; 39 wrong (0.0195) is below it
+    assert first_reached(Target("val_error", 0.02), [1.0 - float(equal), 1.0 - float(better)]) == 1
+    assert first_reached(Target("val_error", 0.01), [1.0 - float(np.float32(0.99))]) is None
+    # a loss: the float32 nearest 0.1 equals 0.1; one float32 step of 1e-4 below it is better
+    assert not Target("train_loss", 0.1).met(np.float32(0.1))
+    assert Target("train_loss", 0.1).met(0.1 - 1e-4) and Target("train_loss", 1e-6).met(np.float32(0.99e-6))
+
+
 def test_nan_and_infinite_values_never_reach_a_target():
     target = Target("train_loss", 1.0)
     assert first_reached(target, [math.nan, -math.inf, 3.0, 0.5]) == 3  # -inf (a broken loss) does not count
