@@ -38,7 +38,11 @@ SWEEP_OPTIONS = (
     ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default {DEFAULT_PRESET})"),
     ("--workload", "workload", "autoencoder, cnn, mlp or keras-file (default: the preset's)"),
     ("--model", "model_file", "a .keras model file (loaded in safe mode); implies --preset keras-file; ~ allowed"),
-    ("--data", "data", "bundled (default), keras:mnist, keras:fashion_mnist, keras:cifar10, a .npz/.h5 or .csv file"),
+    (
+        "--data",
+        "data",
+        "bundled (default), bundled-large, keras:mnist, keras:fashion_mnist, keras:cifar10, a .npz/.h5 or .csv file",
+    ),
     ("--samples", "samples", "training samples used, the first N of the data (a data file: default all it holds)"),
     ("--val-samples", "val_samples", "validation samples from the test split (0 = none; a data file: default all)"),
     ("--epochs", "epochs", "epochs per run (with --target: the most a run may train; also --max-epochs)"),

@@ -18,13 +18,24 @@ import numpy as np
 from batchlab.core.csv_table import read_csv_arrays
 from batchlab.core.loss_targets import TargetSummary, summarize_targets
 from batchlab.core.presets import WORKLOADS
-from batchlab.core.spec import BUNDLED_DATA, CSV_SUFFIXES, KERAS_PREFIX, NPZ_SUFFIXES, SpecError, parse_data
+from batchlab.core.spec import (
+    BUNDLED_DATA,
+    BUNDLED_LARGE_DATA,
+    CSV_SUFFIXES,
+    KERAS_PREFIX,
+    NPZ_SUFFIXES,
+    SpecError,
+    parse_data,
+)
 
 # The installed package keeps the repository's layout: batchlab/core/ beside batchlab/resources/
 # (package data in the wheel, the folder itself in a clone).
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_FILE = PACKAGE_ROOT / "resources" / "mnist_subset.npz"
 BUNDLED_NAME = "bundled MNIST subset"
+# bundled-large: the subset's rows, then 20,000 more training images (MNIST rows 10,000 to 29,999), same test rows
+BUNDLED_EXTRA_FILE = PACKAGE_ROOT / "resources" / "mnist_extra.npz"
+BUNDLED_LARGE_NAME = "bundled MNIST, 30,000 training images"
 ARRAY_KEYS = ("x_train", "y_train", "x_test", "y_test")
 NUMERIC_KINDS = "iuf"  # signed/unsigned integers and floats; no bool, complex, strings or objects
 PIXEL_MAX = 255.0  # integer pixels are scaled by this into [0, 1]
@@ -124,6 +135,11 @@ def bundled_path() -> Path:
     return BUNDLED_FILE
 
 
+def bundled_extra_path() -> Path:
+    """The 20,000 training images `bundled-large` appends to the subset's 10,000 (x_train, y_train only)."""
+    return BUNDLED_EXTRA_FILE
+
+
 # ---------------------------------------------------------------- loading
 
 
@@ -153,6 +169,8 @@ def load_dataset(source: str, target_column: str | None = None, val_fraction: fl
                 "python resources/make_mnist_subset.py or use --data my.npz"
             )
         return _validated(BUNDLED_NAME, f"the bundled file '{bundled_path()}'", _read_npz(bundled_path()))
+    if text == BUNDLED_LARGE_DATA:
+        return _bundled_large()
     if text.startswith(KERAS_PREFIX):
         return load_keras_dataset(text[len(KERAS_PREFIX) :])
     path = Path(text)
@@ -161,6 +179,23 @@ def load_dataset(source: str, target_column: str | None = None, val_fraction: fl
     else:
         arrays = _read_npz(path) if path.suffix.lower() in NPZ_SUFFIXES else _read_hdf5(path)
     return _validated(path.stem, f"file '{path}'", arrays)
+
+
+def _bundled_large() -> Dataset:
+    """The bundled subset with the extra file's training rows appended: its first 10,000 rows are
+    `bundled`'s, so "the first N samples" means the same images in both."""
+    for path in (bundled_path(), bundled_extra_path()):
+        if not path.is_file():
+            raise DataError(
+                f"the bundled file '{path}' is missing; regenerate it with "
+                "python resources/make_mnist_subset.py or use --data my.npz"
+            )
+    arrays = _read_npz(bundled_path())
+    extra = _read_npz(bundled_extra_path())
+    for key in ("x_train", "y_train"):
+        arrays[key] = np.concatenate([arrays[key], extra[key]])
+    origin = f"the bundled files '{bundled_path()}' + '{bundled_extra_path().name}'"
+    return _validated(BUNDLED_LARGE_NAME, origin, arrays)
 
 
 def load_keras_dataset(name: str) -> Dataset:

@@ -45,6 +45,8 @@ NESTEROV_OPTIMIZERS = ("sgd",)
 WEIGHT_DECAY_OPTIMIZERS = ("adamw", "lamb", "lars")  # the ones the weight_decay field applies to
 BUDGET_UNITS = ("epochs", "steps", "examples")  # with a target, the budget is the most a run may train
 BUNDLED_DATA = "bundled"
+BUNDLED_LARGE_DATA = "bundled-large"  # the bundled subset and 20,000 more training images (mnist-cnn-98)
+BUNDLED_SOURCES = (BUNDLED_DATA, BUNDLED_LARGE_DATA)
 KERAS_PREFIX = "keras:"
 KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10")
 NPZ_SUFFIXES = (".npz",)
@@ -529,12 +531,12 @@ def _user_path(text: str) -> str:
 
 
 def parse_data(value: Any) -> str:
-    """`bundled`, `keras:NAME`, or an existing .npz / .h5 / .hdf5 file (returned as an absolute path).
+    """`bundled`, `bundled-large`, `keras:NAME`, or an existing .npz / .h5 / .hdf5 file (returned as an absolute path).
 
     The one check of a data source's name; core.datasets loads what this accepts.
     """
     text = BUNDLED_DATA if _blank(value) else str(value).strip()
-    if text == BUNDLED_DATA:
+    if text in BUNDLED_SOURCES:
         return text
     if text.startswith(KERAS_PREFIX):
         if text[len(KERAS_PREFIX) :] not in KERAS_DATASETS:
@@ -544,7 +546,7 @@ def parse_data(value: Any) -> str:
     if not text.lower().endswith(DATA_FILE_SUFFIXES):
         raise SpecError(
             "data",
-            f"{text!r} is not a data source; use bundled, keras:mnist, keras:fashion_mnist, "
+            f"{text!r} is not a data source; use bundled, bundled-large, keras:mnist, keras:fashion_mnist, "
             "keras:cifar10, a .npz/.h5/.hdf5 file with x_train and y_train, or a .csv table",
         )
     path = _user_path(text)
@@ -755,7 +757,7 @@ def _fit_to_data(parsed: dict[str, Any], errors: dict[str, SpecError], given: se
     not given, the preset's that fit it); given ones larger than what it holds are errors naming the
     available count (core.datasets.data_counts)."""
     data = parsed.get("data")
-    if data is None or data == BUNDLED_DATA or data.startswith(KERAS_PREFIX):
+    if data is None or data in BUNDLED_SOURCES or data.startswith(KERAS_PREFIX):
         if parsed.get("target_column") and "target_column" not in errors:
             errors["target_column"] = SpecError(
                 "target_column", "names the target column of CSV data; an .npz/.h5 file or a dataset has y_train"

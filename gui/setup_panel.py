@@ -41,7 +41,8 @@ from PySide6.QtWidgets import (
 
 CHOOSE_FILE = "__choose__"
 NOT_PRESET_SETTINGS = ("preset", "device", "loop", "sync", "model_file")  # not what a preset describes
-DATA_SOURCES = [("bundled", "bundled MNIST subset")] + [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
+DATA_SOURCES = [("bundled", "bundled MNIST subset"), ("bundled-large", "bundled MNIST, 30,000 images")]
+DATA_SOURCES += [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
 POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
 # (spec value, text) for the engine and sync combos; the values are core.spec's LOOPS and SYNC_MODES
 ENGINES = [("loop", "BatchLab's loop (every step timed)"), ("fit", "model.fit (epochs timed as fit sees them)")]

@@ -1,6 +1,8 @@
-"""Regenerate resources/mnist_subset.npz: the first 10,000 train and 2,000 test MNIST images.
+"""Regenerate resources/mnist_subset.npz (the first 10,000 train and 2,000 test MNIST images) and
+resources/mnist_extra.npz (the next 20,000 train images, rows 10,000 to 29,999).
 
-BatchLab ships this subset so the default presets run offline. The full MNIST it is cut from
+BatchLab ships these so the presets run offline: `--data bundled` is the first file,
+`--data bundled-large` the two together (30,000 train images, the same 2,000 test images). The full MNIST it is cut from
 lives outside the project (../shared/datasets/mnist.npz, Keras npz layout, uint8 pixels).
 The rows are taken in their stored order, never shuffled, so the subset is reproducible.
 
@@ -21,10 +23,13 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "datasets" / "mnist.npz"
 DEFAULT_OUTPUT = REPO_ROOT / "resources" / "mnist_subset.npz"
+DEFAULT_EXTRA_OUTPUT = REPO_ROOT / "resources" / "mnist_extra.npz"
 SOURCE_SHA256 = "06af5dfe73b70e3bc1c36439982b18a8d76803db9b544f6fdf838a37fbb01b64"
 TRAIN_ROWS = 10_000
 TEST_ROWS = 2_000
-MAX_BYTES = 3 * 1024 * 1024
+EXTRA_TRAIN_ROWS = 20_000  # train rows TRAIN_ROWS .. TRAIN_ROWS + EXTRA_TRAIN_ROWS - 1, appended by bundled-large
+MAX_BYTES = 3 * 1024 * 1024  # the subset
+MAX_EXTRA_BYTES = 4 * 1024 * 1024  # the extra training rows
 KEYS = ("x_train", "y_train", "x_test", "y_test")
 
 
@@ -49,10 +54,24 @@ def make_subset(source: Path) -> dict[str, np.ndarray]:
             "x_test": full["x_test"][:TEST_ROWS],
             "y_test": full["y_test"][:TEST_ROWS],
         }
-    for key, array in subset.items():
+    return _checked_uint8(subset)
+
+
+def make_extra(source: Path) -> dict[str, np.ndarray]:
+    """The EXTRA_TRAIN_ROWS training rows after the subset's (x_train and y_train only), as uint8."""
+    end = TRAIN_ROWS + EXTRA_TRAIN_ROWS
+    with np.load(source, allow_pickle=False) as full:
+        if len(full["x_train"]) < end:
+            raise SystemExit(f"source: {source} has {len(full['x_train'])} training rows; the extra file needs {end}")
+        extra = {"x_train": full["x_train"][TRAIN_ROWS:end], "y_train": full["y_train"][TRAIN_ROWS:end]}
+    return _checked_uint8(extra)
+
+
+def _checked_uint8(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    for key, array in arrays.items():
         if array.dtype != np.uint8:
             raise SystemExit(f"source: {key} is {array.dtype}, expected uint8")
-    return subset
+    return arrays
 
 
 def label_counts(labels: np.ndarray) -> list[int]:
@@ -64,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="full MNIST npz (Keras layout)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="where to write the subset npz")
+    parser.add_argument(
+        "--extra-output", type=Path, default=DEFAULT_EXTRA_OUTPUT, help="where to write the extra training rows"
+    )
     args = parser.parse_args(argv)
 
     if not args.source.is_file():
@@ -73,20 +95,25 @@ def main(argv: list[str] | None = None) -> int:
     if digest != SOURCE_SHA256:
         print(f"warning: {args.source} has sha256 {digest}, expected {SOURCE_SHA256}", file=sys.stderr)
 
-    subset = make_subset(args.source)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.output, **subset)
-
-    size = args.output.stat().st_size
-    for key, array in subset.items():
-        print(f"{key}: shape {array.shape}, dtype {array.dtype}")
-    print(f"train label counts 0-9: {label_counts(subset['y_train'])}")
-    print(f"test label counts 0-9: {label_counts(subset['y_test'])}")
-    print(f"wrote {args.output} ({size} bytes)")
-    if size > MAX_BYTES:
-        print(f"error: {args.output} is {size} bytes, more than the {MAX_BYTES} bytes allowed", file=sys.stderr)
-        return 1
-    return 0
+    status = 0
+    outputs = (
+        (args.output, make_subset(args.source), MAX_BYTES),
+        (args.extra_output, make_extra(args.source), MAX_EXTRA_BYTES),
+    )
+    for output, arrays, max_bytes in outputs:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(output, **arrays)
+        size = output.stat().st_size
+        for key, array in arrays.items():
+            print(f"{key}: shape {array.shape}, dtype {array.dtype}")
+        print(f"train label counts 0-9: {label_counts(arrays['y_train'])}")
+        if "y_test" in arrays:
+            print(f"test label counts 0-9: {label_counts(arrays['y_test'])}")
+        print(f"wrote {output} ({size} bytes)")
+        if size > max_bytes:
+            print(f"error: {output} is {size} bytes, more than the {max_bytes} bytes allowed", file=sys.stderr)
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import pytest
 from batchlab.core.datasets import (
     DataError,
     Dataset,
+    bundled_extra_path,
     bundled_path,
     load_dataset,
     load_keras_dataset,
@@ -24,6 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FULL_MNIST = REPO_ROOT.parent / "shared" / "datasets" / "mnist.npz"
 SUBSET_TRAIN_COUNTS = [1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978]
 SUBSET_TEST_COUNTS = [175, 234, 219, 207, 217, 179, 178, 205, 192, 194]
+EXTRA_TRAIN_COUNTS = [1960, 2296, 1957, 2041, 1946, 1846, 1961, 2037, 1931, 2025]  # MNIST train rows 10,000-29,999
 
 UNPICKLED: list[str] = []
 
@@ -95,6 +97,29 @@ def test_bundled_subset_is_the_first_rows_of_full_mnist():
         assert np.array_equal(data.y_train, full["y_train"][:10000])
         assert np.array_equal(data.x_test, full["x_test"][:2000])
         assert np.array_equal(data.y_test, full["y_test"][:2000])
+
+
+def test_bundled_large_is_the_subset_then_20000_more_training_images():
+    small, large = load_dataset("bundled"), load_dataset("bundled-large")
+    assert bundled_extra_path().is_file() and bundled_extra_path().stat().st_size <= 4 * 1024 * 1024
+    assert large.x_train.shape == (30000, 28, 28) and large.y_train.shape == (30000,)
+    assert large.x_train.dtype == np.uint8
+    # the first 10,000 rows and the test split are bundled's, so "the first N samples" are the same images
+    assert np.array_equal(large.x_train[:10000], small.x_train) and np.array_equal(large.y_train[:10000], small.y_train)
+    assert np.array_equal(large.x_test, small.x_test) and np.array_equal(large.y_test, small.y_test)
+    assert np.bincount(large.y_train[10000:]).tolist() == EXTRA_TRAIN_COUNTS
+    assert large.num_classes == 10 and large.sample_shape == (28, 28)
+    with pytest.raises(DataError) as info:
+        prepare_arrays(large, "cnn", samples=30001, val_samples=0)
+    assert info.value.field == "samples" and "has 30000" in str(info.value)
+
+
+@pytest.mark.skipif(not FULL_MNIST.is_file(), reason="full MNIST (../shared/datasets/mnist.npz) not present")
+def test_bundled_large_is_the_first_30000_rows_of_full_mnist():
+    data = load_dataset("bundled-large")
+    with np.load(FULL_MNIST, allow_pickle=False) as full:
+        assert np.array_equal(data.x_train, full["x_train"][:30000])
+        assert np.array_equal(data.y_train, full["y_train"][:30000])
 
 
 def test_importing_datasets_does_not_import_tensorflow():

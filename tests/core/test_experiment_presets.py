@@ -12,7 +12,9 @@ def test_mnist_cnn_98_is_the_published_cnn_trained_to_98_percent():
     spec = build_spec({"preset": "mnist-cnn-98"})
     assert spec.workload == "cnn" and spec.optimizer == "sgd" and spec.lr == 0.02 and spec.momentum == 0.5
     assert spec.batch_sizes == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-    assert spec.target == "val_accuracy=0.98" and spec.eval_every == 50
+    assert spec.target == "val_accuracy=0.98" and spec.eval_every == 100 and spec.epochs == 6
+    # 30,000 training images: on the bundled 10,000 this CNN levels off below 98% (docs/experiments.md)
+    assert spec.data == "bundled-large" and spec.samples == 30000
     assert spec.val_samples > 0  # a validation target needs validation samples
 
 
