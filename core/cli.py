@@ -142,12 +142,18 @@ def _build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="print the summary table of a run file")
     report.add_argument("file", help="an .h5 run file written by batchlab")
     report.add_argument("--json", action="store_true", help="print JSON instead of tables: the runs and the analysis")
+    report.add_argument(
+        "--profile",
+        default=None,
+        help="a file of batchlab profile: how far its predicted best batch was from this sweep's",
+    )
     info = sub.add_parser("info", help="print versions and the devices TensorFlow sees")
     info.add_argument("--peak", action="store_true", help="measure the device's matmul peak (FLOP/s) and cache it")
     info.add_argument("--device", default="auto", help="with --peak: auto (default), cpu or gpu:N")
     sub.add_parser("presets", help="list the named presets and their defaults")
     _add_max_batch_parser(sub)
     _add_lr_find_parser(sub)
+    _add_profile_parser(sub)
     return parser
 
 
@@ -552,7 +558,101 @@ def cmd_report(args: argparse.Namespace) -> int:
     _print_analysis(sweep)
     _print_metrics_table(rows)
     _print_noise_scale(sweep)
+    _print_profile(args.file, sweep, args.profile)
     return EXIT_OK
+
+
+PROFILE_STEPS = 200  # optimizer steps per batch size a profile trains unless a budget is given
+PROFILE_NOISE_EVERY = 5  # steps between its noise-scale measurements unless --noise-scale-every is given
+PROFILE_BATCHES = 3  # batch sizes a profile picks from the preset's list (smallest, middle, largest)
+
+
+def _add_profile_parser(sub) -> None:
+    parser = sub.add_parser(
+        "profile",
+        help="predict the best batch before a sweep: a short run per batch size measuring noise scale and step time",
+    )
+    for option, _field, help_text in SWEEP_OPTIONS:
+        if option == "--batch-sizes":
+            help_text = f"2 or 3 batch sizes to profile (default: {PROFILE_BATCHES} from the preset's list)"
+        parser.add_argument(option, default=None, help=help_text)
+    parser.add_argument("--steps", default=None, help=f"optimizer steps per batch size (default {PROFILE_STEPS})")
+    parser.add_argument(
+        "--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/profile-PRESET-TIME.h5)"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+
+
+def _profile_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The sweep a profile runs: the user's settings, a steps budget, noise scale on, no target."""
+    from batchlab.core.spec import preset_values
+
+    values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
+    values.update(budget_unit="steps", epochs=args.steps if args.steps is not None else PROFILE_STEPS)
+    values.update(target="", eval_every="")  # a profile predicts the time to target; it does not train to it
+    if values.get("noise_scale_every") is None:
+        values["noise_scale_every"] = PROFILE_NOISE_EVERY
+    if values.get("batch_sizes") is None:
+        sizes = sorted(preset_values(values, blank_means_default=True)["batch_sizes"])
+        if len(sizes) > PROFILE_BATCHES:
+            sizes = [sizes[0], sizes[len(sizes) // 2], sizes[-1]]
+        values["batch_sizes"] = ",".join(map(str, sizes))
+    return values
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from batchlab.core.analysis.predict import PROFILE_MODE
+    from batchlab.core.sweep.runner import SweepRunner, run_sweep
+
+    spec = build_spec(_profile_values(args))
+    if len(spec.batch_sizes) < 2:
+        raise SpecError(
+            "batch_sizes", f"{spec.batch_sizes[0]} alone cannot fit a step time; profile 2 or 3 batch sizes"
+        )
+    if args.out:
+        out = check_run_file(args.out, overwrite=args.overwrite)
+    else:
+        out = check_run_file(default_run_file(f"profile-{spec.preset}"), create_folder=True)
+
+    class ProfileRunner(SweepRunner):
+        def sweep_fields(self) -> dict[str, Any]:
+            return {"mode": PROFILE_MODE}
+
+    runner = ProfileRunner(spec)
+    progress = ProgressPrinter(spec, stream=sys.stderr)
+    try:
+        with _Interrupts(runner, progress):
+            status = run_sweep(spec, out, sink=progress.handle, overwrite=args.overwrite, runner=runner)
+    finally:
+        progress.close()
+    print(f"run file: {out}")
+    _print_table(out)
+    _print_profile(out, None, None)
+    print(f"check it later with: batchlab report SWEEP.h5 --profile {out}")
+    return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
+
+
+def _print_profile(path, sweep, profile_path) -> None:
+    """A profile file's prediction; with `profile_path`, how far that profile's prediction was from this sweep."""
+    from batchlab.core.analysis.predict import PROFILE_MODE, check_prediction, describe_prediction, predict_from_profile
+    from batchlab.core.model import SweepData
+    from batchlab.core.runfile.reader import read_run_file
+
+    if read_run_file(path).attrs.get("mode") == PROFILE_MODE:
+        prediction = predict_from_profile(SweepData.from_file(path))
+        print("\nPrediction from this profile (McCandlish et al. 2018, Bcrit ~ B_simple):")
+        if prediction is None:
+            print("none: it needs a finite B_simple and a steady step time at two batch sizes at least")
+        else:
+            print("\n".join(describe_prediction(prediction)))
+    if profile_path is not None:
+        from batchlab.core.analysis.analyse import analyse
+
+        prediction = predict_from_profile(SweepData.from_file(profile_path))
+        if prediction is None:
+            raise SpecError("profile", f"{profile_path} holds no prediction (no finite B_simple or step-time fit)")
+        print()
+        print(check_prediction(prediction, analyse(sweep)))
 
 
 def _report_lr_find(args: argparse.Namespace) -> int:
@@ -619,6 +719,7 @@ COMMANDS = {
     "presets": cmd_presets,
     "max-batch": cmd_max_batch,
     "lr-find": cmd_lr_find,
+    "profile": cmd_profile,
 }
 
 

@@ -258,45 +258,124 @@ def test_measuring_leaves_the_training_trajectory_as_it_was(measured):
     assert (t["fields"]["noise_scale_every"], t["fields"]["noise_scale_parts"]) == (3, 4)
 
 
-# ---------------------------------------------------------------------- a sweep: events, file, report
+# ---------------------------------------------------------------------- predict, then verify (numpy)
+
+ALPHA, BETA = 2e-3, 25e-6  # s, s per sample: as tests/core/analysis_sweeps.py, whose sweep has Bcrit = 64
+
+
+def profile_sweep(sizes=(16, 64, 256), b_simple=64.0, steps=40):
+    """A profile's runs: steady steps of ALPHA + BETA*B s and noise-scale rows with tr(Sigma)/|G|^2 = b_simple."""
+    from batchlab.core.events import make_event
+    from batchlab.core.model import SweepData
+
+    data = SweepData()
+    data.handle(make_event("sweep_started", spec={}, runs=[], environment={}))
+    for index, b in enumerate(sizes):
+        data.handle(make_event("run_started", run=index, batch_size=b, seed=0, samples=10_000, noise_scale_every=5))
+        step_time = np.full(steps, ALPHA + BETA * b)
+        data.handle(
+            make_event(
+                "steps",
+                run=index,
+                step=list(range(steps)),
+                epoch=[0] * steps,
+                loss=[1.0] * steps,
+                batch_size=[b] * steps,
+                step_time=step_time.tolist(),
+                fetch_time=[0.0] * steps,
+                traced=[0] * steps,
+                wall_time=np.cumsum(step_time).tolist(),
+            )
+        )
+        table = _table([2.0] * 8, [2.0 * b_simple] * 8)
+        data.handle(make_event("noise_scale", run=index, **{k: v.tolist() for k, v in table.items()}))
+    return data
+
+
+def test_a_profile_predicts_relative_time_to_target_and_the_best_batch():
+    """T(B) = Smin (1 + Bcrit/B)(alpha + beta B) is smallest at sqrt(Bcrit alpha / beta) = sqrt(64 x 80) = 71.6."""
+    from batchlab.core.analysis.predict import describe_prediction, predict_from_profile, relative_time
+
+    p = predict_from_profile(profile_sweep())
+    assert p.b_simple == pytest.approx(64.0)
+    assert (p.step_time.alpha, p.step_time.beta) == (pytest.approx(ALPHA, rel=1e-6), pytest.approx(BETA, rel=1e-6))
+    assert p.best_batch == pytest.approx(math.sqrt(64 * ALPHA / BETA), rel=1e-6) and p.best_power_of_two == 64
+    assert p.batch_sizes == (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+    rel = dict(zip(p.batch_sizes, p.relative_time, strict=True))
+    assert min(rel, key=rel.get) == 64 and min(rel.values()) >= 1.0
+    assert rel[4] == pytest.approx(
+        (1 + 16) * (ALPHA + 4 * BETA) / ((1 + 64 / 71.55) * (ALPHA + 71.55 * BETA)), rel=1e-3
+    )
+    assert relative_time([71.55], 64, ALPHA, BETA)[0] == pytest.approx(1.0, abs=1e-6)
+    text = "\n".join(describe_prediction(p))
+    assert "predicted critical batch ~ 64" in text and "predicted best batch for time to target: ~72" in text
+    assert predict_from_profile(profile_sweep(sizes=(32,))) is None  # one batch size: no step-time line
+
+
+def test_a_later_sweep_says_how_far_the_prediction_was_off():
+    from batchlab.core.analysis.analyse import analyse
+    from batchlab.core.analysis.predict import check_prediction, predict_from_profile
+
+    from tests.core.analysis_sweeps import target_sweep
+
+    analysis = analyse(target_sweep())  # Bcrit 64, the same step time: its best is near 72 too
+    right = check_prediction(predict_from_profile(profile_sweep(b_simple=64.0)), analysis)
+    assert f"fastest to the target in this sweep {analysis.best_measured:,}" in right
+    assert "(within one, the goal)" in right
+    wrong = check_prediction(predict_from_profile(profile_sweep(b_simple=4096.0)), analysis)  # best ~573
+    assert "(not within one, the goal)" in wrong
+
+
+# ---------------------------------------------------------------------- a real profile: file, report, check
 
 
 @pytest.fixture(scope="module")
-def sweep_file(tmp_path_factory):
-    from batchlab.core.sweep.runner import run_sweep
+def profile_file(tmp_path_factory):
+    """`batchlab profile` at batch sizes 16 and 32 on a tiny MLP, measuring every 2 steps (one child per run)."""
+    from batchlab.core.cli import main
 
-    spec = build_spec(
-        {"preset": "mnist-mlp", "samples": 256, "val_samples": 64, "epochs": 1, "batch_sizes": "32", "device": "cpu"}
-        | {"noise_scale_every": "2", "noise_scale_parts": "4"}
-    )
-    path = tmp_path_factory.mktemp("noise") / "noise.h5"
-    events = []
-    assert run_sweep(spec, path, sink=events.append) == "complete"
-    return path, events
+    path = tmp_path_factory.mktemp("noise") / "profile.h5"
+    argv = ["profile", "--preset", "mnist-mlp", "--samples", "256", "--val-samples", "0", "--device", "cpu"]
+    argv += ["--batch-sizes", "16,32", "--steps", "8", "--noise-scale-every", "2", "--out", str(path)]
+    assert main(argv) == 0
+    return path
 
 
-def test_a_sweep_streams_and_stores_the_measurements_and_the_report_predicts(sweep_file, capsys):
+def test_a_profile_stores_the_measurements_and_the_report_predicts(profile_file, capsys):
+    from batchlab.core.analysis.analyse import analyse
     from batchlab.core.cli import main
     from batchlab.core.events import NOISE_SCALE_COLUMN_NAMES
     from batchlab.core.model import SweepData
     from batchlab.core.runfile.reader import read_run_file
 
-    path, events = sweep_file
-    live = [s for e in events if e["type"] == "noise_scale" for s in e["step"]]
-    assert live == [0, 2, 4, 6]  # streamed as events, as the window receives them
-    run = read_run_file(path).runs[0]
+    record = read_run_file(profile_file)
+    assert record.attrs["mode"] == "profile" and record.spec["budget"] == {"unit": "steps", "amount": 8}
+    run = record.runs[1]
     assert run.status == "ok" and (run.attrs["noise_scale_every"], run.attrs["noise_scale_parts"]) == (2, 4)
     table = run.noise_scale
     assert set(table) == set(NOISE_SCALE_COLUMN_NAMES) and table["step"].tolist() == [0, 2, 4, 6]
     assert (table["small_batch"] == 8).all() and (table["big_batch"] == 32).all()
     assert (table["g_small_sq"] > table["g_big_sq"]).all()  # 8-sample gradients are noisier than 32-sample ones
     assert np.isfinite(table["measure_time"]).all() and np.isfinite(table["step_time"]).all()
-    assert table["traced"].tolist()[0] == 1 and table["traced"].tolist()[1:] == [0, 0, 0]
-    model_run = SweepData.from_file(path).runs[0]
-    live_b = model_run.noise_scale.as_dict()["b_simple"].tolist()
+    assert table["traced"].tolist() == [1, 0, 0, 0]
+    sweep = SweepData.from_file(profile_file)
+    live_b = sweep.runs[1].noise_scale.as_dict()["b_simple"].tolist()
     assert live_b == pytest.approx(table["b_simple"].tolist(), nan_ok=True)
-    assert main(["report", str(path)]) == 0
+    final = noise_scale_series(table).final
+    slot = analyse(sweep).noise_scale  # the analysis's noise-scale slot reads the same table
+    assert slot is None if not math.isfinite(final) else slot.per_batch[32] == pytest.approx(final)
+    capsys.readouterr()
+    assert main(["report", str(profile_file)]) == 0
     out = capsys.readouterr().out
     assert "Gradient noise scale" in out and "batch 32, seed 0: " in out
-    assert "predicted critical batch ~" in out or "not measurable" in out
     assert "noise scale cost: measured steps " in out and "every 2 steps: +" in out
+    assert "Prediction from this profile" in out
+    from batchlab.core.analysis.predict import predict_from_profile
+
+    code = main(["report", str(profile_file), "--profile", str(profile_file)])
+    captured = capsys.readouterr()
+    if predict_from_profile(sweep) is None:  # a tiny profile may end without gradient signal above the noise
+        assert code == 2 and "holds no prediction" in captured.err
+    else:  # a profile trains to no target: it cannot check itself, and says so (or it predicted no best batch)
+        assert code == 0
+        assert "can neither confirm nor refute it" in captured.out or "predicted no best batch" in captured.out

@@ -1,0 +1,145 @@
+"""Predict, then verify: time to target at every batch size from one short profile, checked by a later sweep.
+
+A profile (`batchlab profile`) trains a few hundred steps at two or three batch sizes, measuring the
+gradient noise scale (noise_scale.py) and the steady wall time per step. McCandlish et al. (2018)
+model the steps to a target as S(B) = Smin (1 + Bcrit / B) with Bcrit ~ B_simple; the step time is
+t_step(B) = alpha + beta B (step_time.py). So the time to target is
+
+    T(B) = S(B) t_step(B) = Smin (1 + Bcrit / B) (alpha + beta B),
+
+smallest at B_opt = sqrt(Bcrit alpha / beta) (critical.optimal_batch). Smin is not known before a
+run reaches the target, so T(B) is given relative to its minimum. B_simple grows as the loss falls,
+so a short profile tends to predict a smaller Bcrit than a sweep to a late target finds.
+
+A later sweep with a target verifies it (`batchlab report SWEEP --profile PROFILE`): its fastest
+measured batch and its own fitted optimum against B_opt, in powers of two (the goal: within one).
+numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from batchlab.core.analysis.critical import optimal_batch
+from batchlab.core.analysis.noise_scale import noise_scale_series
+from batchlab.core.analysis.step_time import StepTimeFit, fit_step_time
+
+PROFILE_MODE = "profile"  # root attribute `mode` of a profile's run file
+CANDIDATE_REACH = 4  # the predicted table spans powers of two from this factor below the smallest profiled batch
+
+
+@dataclass(frozen=True)
+class ProfilePrediction:
+    """What a profile predicts: Bcrit (= B_simple), t_step(B), T(B) relative to its minimum, the best batch."""
+
+    b_simple: float  # samples: median over the profile's runs of their final B_simple
+    step_time: StepTimeFit  # s per step: alpha + beta B, from the runs' steady wall time per step
+    batch_sizes: tuple[int, ...]  # powers of two the table covers
+    relative_time: tuple[float, ...]  # T(B) / T(B_opt), same order
+    best_batch: float  # samples: B_opt = sqrt(Bcrit alpha / beta); NaN when alpha or beta is not positive
+
+    @property
+    def best_power_of_two(self) -> int | None:
+        """The power of two nearest B_opt (on a log scale); None when B_opt is not known."""
+        if not (math.isfinite(self.best_batch) and self.best_batch > 0):
+            return None
+        return 1 << max(0, round(math.log2(self.best_batch)))
+
+
+def _wall_per_step(run) -> float:
+    """Steady wall time per step (s): the batch over the steady throughput (as core/analysis/analyse.py)."""
+    rate = run.figures.samples_per_s
+    return run.batch_size / rate if rate > 0 and math.isfinite(rate) else math.nan
+
+
+def relative_time(batch_sizes, bcrit: float, alpha: float, beta: float) -> np.ndarray:
+    """(1 + Bcrit / B)(alpha + beta B) for each B, divided by its value at B_opt; NaN unless Bcrit, alpha
+    and beta are all positive (a step-time line that falls, or starts below 0, predicts no time)."""
+    b = np.asarray(batch_sizes, dtype=np.float64)
+    best = optimal_batch(bcrit, alpha, beta)
+    if not math.isfinite(best):
+        return np.full(len(b), np.nan)
+    return (1 + bcrit / b) * (alpha + beta * b) / ((1 + bcrit / best) * (alpha + beta * best))
+
+
+def predict_from_profile(sweep) -> ProfilePrediction | None:
+    """The prediction of a profile's runs (a core.model.SweepData); None without a finite B_simple or with
+    fewer than two batch sizes that report a steady step time."""
+    finals = []
+    for run in sweep.ordered_runs():
+        series = noise_scale_series(run.noise_scale.as_dict())
+        if series is not None and math.isfinite(series.final) and series.final > 0:
+            finals.append(series.final)
+    points = [(r.batch_size, _wall_per_step(r)) for r in sweep.ordered_runs() if r.batch_size > 0]
+    points = [(b, t) for b, t in points if math.isfinite(t) and t > 0]
+    if not finals or len({b for b, _ in points}) < 2:
+        return None
+    fit = fit_step_time(*zip(*points, strict=True))
+    if fit is None:
+        return None
+    bcrit = float(np.median(finals))
+    low = max(1, min(b for b, _ in points) // CANDIDATE_REACH)
+    high = max(b for b, _ in points) * CANDIDATE_REACH
+    sizes = tuple(1 << k for k in range(int(math.log2(low)), int(math.log2(high)) + 1))
+    rel = relative_time(sizes, bcrit, fit.alpha, fit.beta)
+    best = optimal_batch(bcrit, fit.alpha, fit.beta)
+    return ProfilePrediction(bcrit, fit, sizes, tuple(float(v) for v in rel), best)
+
+
+def describe_prediction(p: ProfilePrediction) -> list[str]:
+    """The prediction in words and a small table, for `batchlab profile` and `batchlab report`."""
+    fit = p.step_time
+    lines = [
+        f"predicted critical batch ~ {p.b_simple:,.0f} (B_simple from the profile; a prediction, "
+        "usually low: B_simple grows as training goes on)",
+        f"step time t_step(B) = {fit.alpha * 1e3:.3g} ms + {fit.beta * 1e6:.3g} us x B (from batch sizes "
+        f"{', '.join(map(str, fit.batch_sizes))})",
+    ]
+    if p.best_power_of_two is not None:
+        lines.append(
+            f"predicted best batch for time to target: ~{p.best_batch:,.0f} (nearest power of two "
+            f"{p.best_power_of_two:,}); T(B) = Smin (1 + Bcrit/B) t_step(B), relative to its minimum:"
+        )
+        lines.append("  batch  " + " ".join(f"{b:>7,}" for b in p.batch_sizes))
+        lines.append("  T/Tmin " + " ".join(f"{t:>7.2f}" for t in p.relative_time))
+    else:
+        lines.append(
+            "no best batch predicted: T(B) needs a step time alpha + beta x B with alpha > 0 and beta > 0 "
+            "(profile larger batch sizes apart, or more steps, on a quiet machine)"
+        )
+    return lines
+
+
+def powers_of_two_apart(a: float, b: float) -> float:
+    """|log2(a / b)|: how many powers of two apart two batch sizes are; NaN unless both are positive."""
+    if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b):
+        return abs(math.log2(a / b))
+    return math.nan
+
+
+def check_prediction(p: ProfilePrediction, analysis) -> str:
+    """How far a profile's best batch was from a sweep's (a core.analysis.analyse.Analysis): its fastest
+    measured batch to the target and, when its fit has one, its fitted optimum."""
+    if p.best_power_of_two is None:
+        return "profile check: the profile predicted no best batch, so there is nothing to check"
+    if analysis.best_measured is None:
+        return (
+            f"profile check: predicted best batch ~{p.best_batch:,.0f}; this sweep has no run that met its "
+            "target, so it can neither confirm nor refute it"
+        )
+    off = powers_of_two_apart(p.best_batch, analysis.best_measured)
+    verdict = "within" if off <= 1 else "not within"
+    text = (
+        f"profile check: predicted best batch ~{p.best_batch:,.0f}, fastest to the target in this sweep "
+        f"{analysis.best_measured:,}: {off:.1f} powers of two apart ({verdict} one, the goal)"
+    )
+    if math.isfinite(analysis.best_predicted):
+        text += f"; this sweep's own fit puts the best at ~{analysis.best_predicted:,.0f}"
+    fit = analysis.critical
+    if fit is not None and not fit.bcrit.bounded:
+        text += (
+            f"; predicted Bcrit ~{p.b_simple:,.0f}, fitted {fit.bcrit.value:,.0f} ({fit.bcrit.value / p.b_simple:.2g}x)"
+        )
+    return text
