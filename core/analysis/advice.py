@@ -223,7 +223,7 @@ def _noise_and_gap(analysis: Analysis) -> list[str]:
     return lines
 
 
-def _not_measured(analysis: Analysis) -> list[str]:
+def _not_measured(analysis: Analysis, sweep: SweepData) -> list[str]:
     notes = []
     missed = [s.batch_size for s in analysis.batches if analysis.target and s.ok and s.reached == 0]
     met = [s.batch_size for s in analysis.batches if s.reached > 0]
@@ -234,9 +234,12 @@ def _not_measured(analysis: Analysis) -> list[str]:
     partial = [s.batch_size for s in analysis.batches if 0 < s.reached < s.ok]
     if partial:
         notes.append(f"batch {_sizes(partial)}: only some seeds reached the target")
-    failed = [s.batch_size for s in analysis.batches if s.ok < s.runs]
+    failed = sorted({r.batch_size for r in sweep.ordered_runs() if r.status not in ("ok", "pending", "running")})
     if failed:
         notes.append(f"batch {_sizes(failed)}: some runs did not finish (their figures are left out)")
+    waiting = sorted({r.batch_size for r in sweep.ordered_runs() if r.status in ("pending", "running")})
+    if waiting:
+        notes.append(f"batch {_sizes(waiting)}: runs still to come or running")
     if analysis.batches and max(s.runs for s in analysis.batches) <= 1:
         notes.append("one run per batch size, so the spread between seeds is not measured (add --seeds)")
     if analysis.noise_scale is None:
@@ -281,7 +284,7 @@ def recommendation(analysis: Analysis, sweep: SweepData) -> list[str]:
     lines += _memory(analysis)
     lines += _learning_rate(analysis, sweep, analysis.best_measured)
     lines += _noise_and_gap(analysis)
-    lines += _not_measured(analysis)
+    lines += _not_measured(analysis, sweep)
     return lines
 
 

@@ -22,8 +22,9 @@ from batchlab.core.analysis.regimes import (
     measured_spans,
     regime_of,
 )
+from batchlab.core.events import make_event
 
-from tests.core.analysis_sweeps import ALPHA, BCRIT, BETA, SMIN, steps_to_target, target_sweep
+from tests.core.analysis_sweeps import ALPHA, BCRIT, BETA, SMIN, TARGET, steps_to_target, target_sweep
 from tests.core.test_explain import synthetic_sweep
 
 GOLDEN = Path(__file__).parent / "data" / "advice_golden.txt"
@@ -174,6 +175,16 @@ def test_a_step_time_line_without_a_fixed_cost_gives_no_predicted_minimum_and_sa
     assert any(
         "T(B) then only grows with B: by this model the smallest batch is fastest" in p for p in analysis.recommendation
     )
+
+
+def test_a_sweep_still_running_says_which_runs_are_to_come_not_that_they_failed():
+    data = target_sweep(sizes=(8, 32, 128))
+    data.handle(make_event("run_started", run=99, batch_size=512, seed=0, target=TARGET))
+    text = analyse(data).recommendation[-1]
+    assert text.startswith("Not measured: ") and "batch 512: runs still to come or running" in text
+    assert "did not finish" not in text
+    data.handle(make_event("run_ended", run=99, status="oom", message="out of memory"))
+    assert "batch 512: some runs did not finish" in analyse(data).recommendation[-1]
 
 
 def test_one_regime_sweep_says_bcrit_is_a_bound_and_gives_no_predicted_optimum():
