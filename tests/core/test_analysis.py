@@ -27,6 +27,8 @@ from batchlab.core.events import make_event
 from tests.core.analysis_sweeps import ALPHA, BCRIT, BETA, SMIN, TARGET, steps_to_target, target_sweep
 from tests.core.test_explain import synthetic_sweep
 
+# The recommendation of target_sweep(missed=(512,)); after a deliberate change of the wording, rewrite it with
+# BATCHLAB_UPDATE_GOLDEN=1 pytest tests/core/test_analysis.py and read the diff before committing it.
 GOLDEN = Path(__file__).parent / "data" / "advice_golden.txt"
 
 
