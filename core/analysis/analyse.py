@@ -261,6 +261,7 @@ def _prediction(
     steps = critical.steps_at(grid)
     low, high = critical.band(grid)
     times = step.predict(grid) if step is not None else np.array([])
+    times = np.where(times > 0, times, np.nan)  # a line with a negative slope or intercept: no time there
     return Prediction(
         batch_sizes=tuple(float(v) for v in grid),
         steps=tuple(float(v) for v in steps),
