@@ -80,7 +80,9 @@ def _fastest(analysis: Analysis) -> list[str]:
         elif analysis.critical is not None and analysis.critical.bcrit.kind != "=":
             lines.append(f"Predicted T(B): not given, because the critical batch is only bounded ({model}).")
         elif analysis.critical is not None:
-            way = "grows with B: by this model the smallest batch" if step.beta > 0 else "falls with B: the largest batch"
+            way = "grows with B: by this model the smallest batch"
+            if step.beta <= 0:
+                way = "falls with B: by this model the largest batch"
             lines.append(
                 f"Predicted T(B): no minimum between batch sizes, because the step-time line {model} has no "
                 f"positive fixed cost and per-sample slope; T(B) then only {way} is fastest."
