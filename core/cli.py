@@ -59,6 +59,7 @@ SWEEP_OPTIONS = (
     ("--loop", "loop", "loop (default: BatchLab's loop, every step timed) or fit (model.fit, timed as fit sees it)"),
     ("--sync", "sync", "every_step (default) or sampled: how often the loop waits for the device to time a step"),
     ("--accumulate", "accumulate", "gradient accumulation: k micro-batches per update, effective batch = batch x k"),
+    ("--fused", "fused", "K training steps per call of the step function, every step's loss kept (default 1)"),
     (
         "--target",
         "target",
@@ -136,6 +137,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="with --target: train on to the budget after the target was met (default: stop there)",
     )
     sweep.add_argument("--nesterov", dest="nesterov", action="store_true", default=None, help="Nesterov momentum (sgd)")
+    sweep.add_argument("--xla", action="store_true", default=None, help="compile the train step with XLA (jit_compile)")
+    sweep.add_argument(
+        "--mixed-precision",
+        action="store_true",
+        default=None,
+        help="mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)",
+    )
     sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
     sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
@@ -451,6 +459,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     values["keep_training"] = args.keep_training
     values.update(_budget_values(args))
     values["nesterov"] = args.nesterov
+    values["xla"] = args.xla
+    values["mixed_precision"] = args.mixed_precision
     spec = build_spec(values)
     if args.out:
         out = check_run_file(args.out, overwrite=args.overwrite)

@@ -27,6 +27,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "eval_every": None,  # evaluations at epoch ends only (with a target)
     "keep_training": False,
     "accumulate": 1,  # no gradient accumulation
+    "fused": 1,  # training steps per call of the step function (1: one step per call, every step timed)
+    "xla": False,  # compile the train step with XLA (jit_compile)
+    "mixed_precision": False,  # mixed_float16 with loss scaling (GPU only)
     "lr_from": None,  # an lr-find run file whose suggested rate per batch size replaces lr
     # learning-rate rule and schedule (docs/learning-rates.md): by default the rate is lr at every batch size
     "lr_rule": "constant",

@@ -145,6 +145,10 @@ class SweepSpec:
     # split into this many micro-batches.
     noise_scale_every: int | None = _DEFAULTS["noise_scale_every"]
     noise_scale_parts: int = _DEFAULTS["noise_scale_parts"]
+    # Fused and compiled execution (core/training/fused.py, execution.py; docs/performance.md).
+    fused: int = _DEFAULTS["fused"]  # steps per call of the step function; each step's loss still recorded
+    xla: bool = _DEFAULTS["xla"]  # jit_compile the train step
+    mixed_precision: bool = _DEFAULTS["mixed_precision"]  # mixed_float16 with loss scaling (GPU only)
 
     @property
     def epochs(self) -> int:
@@ -313,6 +317,26 @@ def parse_accumulate(value: Any) -> int:
     if k > MAX_ACCUMULATE:
         raise SpecError("accumulate", f"{k} is too large; {what}")
     return k
+
+
+MAX_FUSED = 4096
+
+
+def parse_fused(value: Any) -> int:
+    """Training steps per call of the step function (1 = one step per call, the default loop)."""
+    what = f"fused must be a whole number of steps per call from 1 (one step per call) to {MAX_FUSED}"
+    k = _int("fused", 1 if _blank(value) else value, 1, what)
+    if k > MAX_FUSED:
+        raise SpecError("fused", f"{k} is too large; {what}")
+    return k
+
+
+def parse_xla(value: Any) -> bool:
+    return _bool("xla", False if _blank(value) else value)
+
+
+def parse_mixed_precision(value: Any) -> bool:
+    return _bool("mixed_precision", False if _blank(value) else value)
 
 
 def parse_budget_unit(value: Any) -> str:
@@ -663,6 +687,9 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "val_fraction": parse_val_fraction,
     "noise_scale_every": parse_noise_scale_every,
     "noise_scale_parts": parse_noise_scale_parts,
+    "fused": parse_fused,
+    "xla": parse_xla,
+    "mixed_precision": parse_mixed_precision,
 }
 
 
@@ -835,6 +862,7 @@ def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None
             "optimizer", f"{MODEL_OPTIMIZER!r} (keep the model file's optimizer) only works with a .keras model file"
         )
     _check_accumulate(p, errors)
+    _check_execution(p, errors)
     _check_lr_from(p, errors)
     _check_learning_rate(p, errors)
     _check_noise_scale(p, errors)
@@ -877,6 +905,46 @@ def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
         reason = "a steps budget or a target counts updates, and a recorded step is one micro-batch; use epochs"
     if reason:
         errors["accumulate"] = SpecError("accumulate", f"{k} is not allowed here: {reason}")
+
+
+MIXED_PRECISION_ON_CPU = (
+    "unsupported on CPU: float16 is emulated there and slower than float32; use a GPU (device auto or gpu:N) "
+    "or leave mixed precision off"
+)
+
+
+def _check_execution(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """Fused steps need BatchLab's loop (fit has steps_per_execution, which averages the losses); mixed precision
+    needs a GPU and a model BatchLab builds (a .keras file keeps the dtypes it was saved with)."""
+    k = p.get("fused", 1)
+    if isinstance(k, int) and k > 1 and "fused" not in errors:
+        if p.get("loop") == "fit":
+            errors["fused"] = SpecError(
+                "fused",
+                f"{k} is not allowed with loop fit: fit's own steps_per_execution reports one mean loss per call; "
+                "use loop loop (every step's loss recorded) or fused 1",
+            )
+        elif p.get("noise_scale_every") is not None:
+            errors["fused"] = SpecError(
+                "fused",
+                f"{k} is not allowed with noise_scale_every: the noise scale is measured between single steps; "
+                "use fused 1 or leave noise_scale_every empty",
+            )
+        elif p.get("sync") not in (None, "every_step"):
+            errors["fused"] = SpecError(
+                "fused",
+                f"{k} is not allowed with sync {p['sync']}: a fused call is timed as a whole (one sync per call); "
+                "use sync every_step or fused 1",
+            )
+    if p.get("mixed_precision") and "mixed_precision" not in errors:
+        if p.get("device") == "cpu":
+            errors["mixed_precision"] = SpecError("mixed_precision", MIXED_PRECISION_ON_CPU)
+        elif p.get("workload") == "keras-file":
+            errors["mixed_precision"] = SpecError(
+                "mixed_precision",
+                "applies to the built-in workloads; a .keras file trains with the dtypes it was saved with "
+                "(save it under keras.mixed_precision.set_global_policy('mixed_float16') instead)",
+            )
 
 
 def _check_lr_from(p: dict[str, Any], errors: dict[str, SpecError]) -> None:

@@ -345,6 +345,28 @@ def explain_accumulation(sweep: SweepData) -> list[str]:
     ]
 
 
+def explain_execution(sweep: SweepData) -> list[str]:
+    """A note on how the train step ran when it was not the default (one float32 step per call, Keras's XLA
+    choice): fused steps, XLA, mixed precision. Compare with a default sweep to see what each one buys."""
+    runs = sweep.ordered_runs()
+    calls = sorted({int(r.attrs.get("steps_per_call", 1) or 1) for r in runs} - {1})
+    xla = any(int(r.attrs.get("xla", 0) or 0) for r in runs)
+    precision = sorted({str(r.attrs.get("precision", "float32")) for r in runs} - {"float32"})
+    if not (calls or precision or sweep.spec.get("xla")):
+        return []
+    parts = []
+    if calls:
+        parts.append(
+            f"fused, {', '.join(map(str, calls))} steps per call (each step's loss is its own; step times are "
+            "the call's time / its steps, fetching included, so the step-time line and the time split are per call)"
+        )
+    if xla:
+        parts.append("the train step compiled with XLA")
+    if precision:
+        parts.append(f"{', '.join(precision)} with loss scaling")
+    return [f"Execution: {'; '.join(parts)}. Open a default sweep beside this one to compare."]
+
+
 def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str]:
     """The explanation, one paragraph per line: time model, slow-downs, one-time costs, FLOPs, memory.
 
@@ -353,6 +375,7 @@ def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str
     fit = sweep_step_time(sweep)
     return [
         *explain_accumulation(sweep),
+        *explain_execution(sweep),
         *explain_time(sweep, fit),
         *explain_slowdowns(sweep),
         *explain_one_time(sweep),

@@ -27,6 +27,7 @@ from batchlab.core.events import log_event, now_iso
 from batchlab.core.lr_rules import plan_for
 from batchlab.core.spec import RunSpec
 from batchlab.core.training.evaluation import Evaluations
+from batchlab.core.training.execution import apply_xla, execution_fields
 from batchlab.core.training.failures import (
     Diverged,
     StopRequested,
@@ -205,6 +206,7 @@ def prepare_run(run: RunSpec, emit: Emit) -> RunSetup:
     schedule = build_schedule(plan) if plan is not None else None
     learning_rate = schedule.learning_rate if schedule is not None else None
     built = build_model(run, data, learning_rate)
+    apply_xla(built.model, spec)
     for note in built.notes:
         emit(log_event("info", note, run=run.index))
     return RunSetup(
@@ -373,6 +375,11 @@ class InstrumentedLoop:
                     if self._evaluate_mid_epoch(pending):
                         return True
         self._read_pending(pending)  # the epoch's clock stops when the device is done
+        return self._finish_epoch(epoch, t_epoch0, paused0)
+
+    def _finish_epoch(self, epoch: int, t_epoch0: float, paused0: float) -> bool:
+        """Stop the epoch's clock, validate, send the epoch row and evaluate; True when the target was met."""
+        hooks = self.hooks
         # mid-epoch evaluations are not the epoch's training time
         epoch_logs = {"epoch": epoch, "epoch_time": time.perf_counter() - t_epoch0 - (self.paused - paused0)}
         setup = self.setup
@@ -449,6 +456,10 @@ def make_engine(
         from batchlab.core.training.fit_engine import FitEngine
 
         return FitEngine(setup, hooks, should_stop)
+    if getattr(spec, "fused", 1) > 1:  # K steps per call (fused.py); the spec allows it with this loop only
+        from batchlab.core.training.fused import FusedLoop
+
+        return FusedLoop(setup, hooks, should_stop, spec.fused, evaluations=evaluations)
     return InstrumentedLoop(
         setup, hooks, should_stop, sync=getattr(spec, "sync", SYNC_EVERY_STEP), evaluations=evaluations, noise=noise
     )
@@ -513,6 +524,7 @@ def train_run(
                 **engine.run_fields(),
                 **flops_fields(setup.model),
                 **accumulation_fields(run),
+                **execution_fields(run, setup.model),
                 **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
             }
         )

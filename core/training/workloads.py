@@ -17,6 +17,7 @@ from batchlab.core.spec import (
     SpecError,
 )
 from batchlab.core.targets import ACCURACY_METRICS
+from batchlab.core.training.execution import output_dtype, set_precision
 from batchlab.core.training.optimizers import LARS
 from keras import layers, ops
 
@@ -83,7 +84,7 @@ def _autoencoder(features: int) -> keras.Model:
     h = layers.Dense(AUTOENCODER_HIDDEN, activation="relu", name="encoder_hidden")(inputs)
     code = layers.Dense(AUTOENCODER_CODE, activation="relu", name="code")(h)
     h = layers.Dense(AUTOENCODER_HIDDEN, activation="relu", name="decoder_hidden")(code)
-    outputs = layers.Dense(features, activation="sigmoid", name="reconstruction")(h)
+    outputs = layers.Dense(features, activation="sigmoid", name="reconstruction", dtype=output_dtype())(h)
     return keras.Model(inputs, outputs, name="mnist_autoencoder")
 
 
@@ -101,14 +102,14 @@ def _cnn(image_shape: tuple[int, ...], classes: int) -> keras.Model:
     x = layers.MaxPooling2D(2, name="pool3")(x)
     x = layers.Flatten(name="flatten")(x)
     x = layers.Dense(classes, name="dense")(x)
-    outputs = layers.Activation("log_softmax", name="log_softmax")(x)
+    outputs = layers.Activation("log_softmax", name="log_softmax", dtype=output_dtype())(x)
     return keras.Model(inputs, outputs, name="mnist_cnn")
 
 
 def _mlp(features: int, classes: int) -> keras.Model:
     inputs = keras.Input(shape=(features,), name="pixels")
     h = layers.Dense(MLP_HIDDEN, activation="relu", name="hidden")(inputs)
-    outputs = layers.Dense(classes, name="logits")(h)
+    outputs = layers.Dense(classes, name="logits", dtype=output_dtype())(h)
     return keras.Model(inputs, outputs, name="mnist_mlp")
 
 
@@ -134,6 +135,7 @@ def build_model(run: RunSpec, data, learning_rate: Any = None) -> BuiltModel:
     user's model; every such change is described in `notes` so the user sees it in the log.
     """
     spec = run.sweep
+    set_precision(spec)  # before any layer is made: mixed_float16 layers, or float32
     if spec.workload == "keras-file":
         built = _user_model(run, data, learning_rate)
         return built._replace(notes=engine_notes(spec) + built.notes)

@@ -1,0 +1,60 @@
+"""How a run's train step executes: XLA compilation and mixed precision. Training child only.
+
+- XLA (`xla`): the model's `jit_compile` is set before the step function is built, so the
+  instrumented loop, the fused loop and `fit` all compile the train step with XLA. Without it the
+  model keeps Keras's own choice ("auto": XLA on a GPU when the model supports it, never on a CPU);
+  the run file's `xla` attribute records what the run used.
+- Mixed precision (`mixed_precision`): Keras's `mixed_float16` policy is set before the model is
+  built (layers compute in float16, variables stay float32), the output layer stays float32 (its
+  softmax/sigmoid and the loss need float32 range), and `compile` wraps the optimizer in a
+  `LossScaleOptimizer` (dynamic loss scaling), as Keras does for that policy. Refused on a CPU:
+  float16 is emulated there and slower than float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from batchlab.core.spec import MIXED_PRECISION_ON_CPU, RunSpec, SpecError
+
+MIXED = "mixed_float16"
+FLOAT32 = "float32"
+STEP_TIMING_PER_STEP = "per step"
+STEP_TIMING_PER_CALL = "per call"
+
+
+def set_precision(spec: Any) -> None:
+    """Set Keras's global dtype policy for the model about to be built; raise SpecError for mixed precision
+    when TensorFlow sees no GPU (also in the preflight probe, so the sweep is refused before it starts)."""
+    if getattr(spec, "mixed_precision", False):
+        import tensorflow as tf
+
+        if not tf.config.list_logical_devices("GPU"):
+            raise SpecError("mixed_precision", MIXED_PRECISION_ON_CPU)
+        keras.mixed_precision.set_global_policy(MIXED)
+    elif keras.mixed_precision.global_policy().name != FLOAT32:
+        keras.mixed_precision.set_global_policy(FLOAT32)  # an earlier run in this process set another policy
+
+
+def output_dtype() -> str | None:
+    """dtype for a built-in model's output layer: float32 under mixed precision, else the policy's (None)."""
+    return FLOAT32 if keras.mixed_precision.global_policy().name == MIXED else None
+
+
+def apply_xla(model: Any, spec: Any) -> None:
+    """Compile the train step with XLA when the spec asks for it (before any step function is built)."""
+    if getattr(spec, "xla", False):
+        model.jit_compile = True
+
+
+def execution_fields(run: RunSpec, model: Any) -> dict[str, Any]:
+    """run_started fields: steps per call, how step times were taken, XLA and the dtype policy used."""
+    k = int(getattr(run.sweep, "fused", 1) or 1)
+    policy = getattr(model, "dtype_policy", None)
+    return {
+        "steps_per_call": k,
+        "step_timing": STEP_TIMING_PER_CALL if k > 1 else STEP_TIMING_PER_STEP,
+        "xla": int(bool(getattr(model, "jit_compile", False))),
+        "precision": str(getattr(policy, "name", FLOAT32)),
+    }

@@ -1,0 +1,141 @@
+"""Fused and compiled execution: K steps per call record the same per-step losses as one step per call.
+
+The training runs in one fresh Python shared by the assertions (this test process never imports
+TensorFlow); the spec checks are pure."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from batchlab.core.spec import MIXED_PRECISION_ON_CPU, SpecError, build_spec
+
+from tests.core.test_cli import assert_one_line_error, batchlab
+
+SCRIPT = """
+import json, os
+os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.training.trainer import train_run
+
+# 100 samples at batch 16: 7 steps an epoch, the last of 4 samples; evaluations every 3 steps and a step
+# decay of the rate every epoch, so calls of 4 are cut at evaluation points and epoch ends.
+BASE = {"preset": "mnist-autoencoder", "samples": 100, "val_samples": 20, "epochs": 2, "batch_sizes": [16],
+        "eval_every": 3, "lr_rule": "linear", "lr_base_batch": 8, "lr_schedule": "step", "lr_decay_every": 1,
+        "lr_decay_factor": 0.5}
+
+def run(**changes):
+    events = []
+    train_run(build_spec({**BASE, **changes}).runs()[0], events.append, lambda: False, None, None, "cpu")
+    steps = [e for e in events if e["type"] == "steps"]
+    column = lambda name: [v for e in steps for v in e[name]]
+    started = next(e for e in events if e["type"] == "run_started")
+    ended = next(e for e in events if e["type"] == "run_ended")
+    return {
+        "status": ended["status"], "message": ended["message"], "samples_per_s": ended["samples_per_s"],
+        **{name: column(name) for name in ("step", "loss", "lr", "batch_size", "step_time", "fetch_time", "traced")},
+        "evaluations": [[e["steps"], e["val_loss"]] for e in events if e["type"] == "evaluation"],
+        "epochs": [e["train_loss"] for e in events if e["type"] == "epoch_ended"],
+        "attrs": {k: started[k] for k in ("steps_per_call", "step_timing", "xla", "precision")},
+    }
+
+out = {"one": run(), "fused": run(fused=4), "fused_xla": run(fused=4, xla=True)}
+try:
+    from batchlab.core.training.workloads import build_model
+    from batchlab.core.datasets import load_spec_data, prepare_arrays
+    spec = build_spec({**BASE, "mixed_precision": True})
+    build_model(spec.runs()[0], prepare_arrays(load_spec_data(spec), spec.workload, 100, 20, None))
+    out["mixed"] = "built"
+except SpecError as e:
+    out["mixed"] = str(e)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def runs():
+    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_fused_steps_record_each_steps_own_loss_as_the_one_step_loop(runs):
+    one, fused = runs["one"], runs["fused"]
+    assert one["status"] == fused["status"] == "ok"
+    assert fused["step"] == one["step"] == list(range(14))  # one row per step, in order
+    assert fused["batch_size"] == one["batch_size"] == [16] * 6 + [4] + [16] * 6 + [4]
+    assert fused["lr"] == one["lr"] and len(set(one["lr"])) == 2  # the rate decayed after epoch 0
+    assert len(set(one["loss"])) == 14  # every step's own loss, not a mean repeated over a call
+    for a, b in zip(one["loss"], fused["loss"], strict=True):
+        assert b == pytest.approx(a, rel=1e-5)
+    # evaluations at the same steps (calls cut at every 3rd step and at epoch ends), same figures
+    assert [s for s, _ in fused["evaluations"]] == [s for s, _ in one["evaluations"]] == [3, 6, 7, 9, 12, 14]
+    for (_, a), (_, b) in zip(one["evaluations"], fused["evaluations"], strict=True):
+        assert b == pytest.approx(a, rel=1e-5)
+    assert fused["epochs"] == pytest.approx(one["epochs"], rel=1e-5)
+
+
+def test_fused_steps_are_marked_as_timed_per_call(runs):
+    fused, one = runs["fused"], runs["one"]
+    assert fused["attrs"] == {"steps_per_call": 4, "step_timing": "per call", "xla": 0, "precision": "float32"}
+    assert one["attrs"]["steps_per_call"] == 1 and one["attrs"]["step_timing"] == "per step"
+    # steps 0-2 are the first call (cut at the evaluation after step 3): one time each, the call's / 3
+    assert fused["step_time"][0] == fused["step_time"][1] == fused["step_time"][2] > 0
+    assert all(f is None or f != f for f in fused["fetch_time"])  # NaN: fetched inside the call, not timed apart
+    assert fused["traced"][:3] == [1, 1, 1] and not any(fused["traced"][3:])  # only the first call traced
+    assert fused["samples_per_s"] > 0
+
+
+def test_xla_compiles_the_fused_step_and_keeps_the_losses(runs):
+    xla, one = runs["fused_xla"], runs["one"]
+    assert xla["status"] == "ok" and xla["attrs"]["xla"] == 1
+    for a, b in zip(one["loss"], xla["loss"], strict=True):
+        assert b == pytest.approx(a, rel=1e-4)  # XLA may fuse and reorder float32 sums
+
+
+def test_mixed_precision_is_refused_where_tensorflow_sees_no_gpu(runs):
+    assert runs["mixed"] == f"mixed_precision: {MIXED_PRECISION_ON_CPU}"
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "phrase"),
+    [
+        ({"fused": 0}, "fused", "from 1"),
+        ({"fused": "four"}, "fused", "not an integer"),
+        ({"fused": 8, "loop": "fit"}, "fused", "loop fit"),
+        ({"fused": 8, "sync": "sampled"}, "fused", "sync sampled"),
+        ({"fused": 8, "noise_scale_every": 10}, "fused", "noise_scale_every"),
+        ({"mixed_precision": True, "device": "cpu"}, "mixed_precision", "unsupported on CPU"),
+        ({"xla": "maybe"}, "xla", "true or false"),
+    ],
+)
+def test_execution_settings_refused_in_one_line(values, field, phrase):
+    with pytest.raises(SpecError) as error:
+        build_spec({"preset": "mnist-autoencoder", **values})
+    assert error.value.field == field and phrase in error.value.message
+
+
+def test_execution_settings_default_off_and_round_trip():
+    spec = build_spec({"preset": "mnist-autoencoder"})
+    assert (spec.fused, spec.xla, spec.mixed_precision) == (1, False, False)
+    fused = build_spec({"preset": "mnist-autoencoder", "fused": "16", "xla": True})
+    assert type(fused).from_dict(fused.to_dict()) == fused and fused.fused == 16
+
+
+def test_cli_refuses_mixed_precision_on_the_cpu():
+    result = batchlab("sweep", "--preset", "mnist-autoencoder", "--device", "cpu", "--mixed-precision")
+    assert_one_line_error(result, "mixed_precision", "unsupported on CPU")
+
+
+def test_the_explanation_names_fused_and_compiled_execution_only_when_used():
+    from batchlab.core.analysis.explain import explain_sweep
+
+    from tests.core.test_explain import synthetic_sweep
+
+    sweep = synthetic_sweep()
+    assert not any(line.startswith("Execution:") for line in explain_sweep(sweep))
+    for run in sweep.ordered_runs():
+        run.attrs.update(steps_per_call=8, step_timing="per call", xla=1, precision="mixed_float16")
+    (line,) = [line for line in explain_sweep(sweep) if line.startswith("Execution:")]
+    assert "fused, 8 steps per call" in line and "XLA" in line and "mixed_float16 with loss scaling" in line
