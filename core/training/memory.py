@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import psutil
 from batchlab.core.training.hooks import Hook
@@ -39,22 +40,59 @@ def current_rss_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-class GpuProcessMemory:
-    """This process's memory on one GPU via NVML (what nvidia-smi lists), or UNKNOWN without NVML."""
+def tf_gpu_pci_bus_id(tf_device: str | None) -> str | None:
+    """PCI bus id ("0000:3b:00.0") of a TensorFlow GPU ("GPU:0"), from TensorFlow's device description; None
+    when unknown. NVML numbers devices in PCI order, CUDA (and so TensorFlow, and CUDA_VISIBLE_DEVICES) by
+    default fastest first, so on a machine with mixed GPUs the same index can name two different devices."""
+    if not tf_device or "GPU" not in tf_device.upper():
+        return None
+    try:
+        from tensorflow.python.client import device_lib  # the only TF API that reports the bus id
 
-    def __init__(self, nvml_index: int | None):
+        wanted = tf_device.upper().rsplit(":", 1)[-1]
+        for d in device_lib.list_local_devices():
+            if d.device_type == "GPU" and d.name.upper().rsplit(":", 1)[-1] == wanted:
+                match = re.search(r"pci bus id: ([0-9a-fA-F:.]+)", d.physical_device_desc)
+                return match.group(1) if match else None
+    except Exception:  # an old TensorFlow, no GPU: fall back to the index
+        return None
+    return None
+
+
+def _nvml_bus_ids(bus_id: str) -> list[str]:
+    """The forms NVML may expect: as given, and with the 8-digit domain nvidia-smi prints."""
+    domain, _, rest = bus_id.partition(":")
+    return [bus_id, f"{int(domain, 16):08x}:{rest}"] if rest else [bus_id]
+
+
+class GpuProcessMemory:
+    """This process's memory on one GPU via NVML (what nvidia-smi lists), or UNKNOWN without NVML.
+
+    The device is found by its PCI bus id when known (`pci_bus_id`), else by `nvml_index`."""
+
+    def __init__(self, nvml_index: int | None, pci_bus_id: str | None = None):
         self._handle = None
         self._nvml = None
-        if nvml_index is None:
+        if nvml_index is None and pci_bus_id is None:
             return
         try:
             import pynvml  # nvidia-ml-py; only useful where an NVIDIA driver exists
 
             pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index)
             self._nvml = pynvml
         except Exception:  # no driver, no device: memory stays unknown rather than failing the run
-            self._handle = None
+            return
+        for bus in _nvml_bus_ids(pci_bus_id) if pci_bus_id else []:
+            try:
+                self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+                return
+            except Exception:
+                continue
+        if nvml_index is not None:
+            try:
+                self._handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index)
+            except Exception:
+                self._handle = None
 
     def used_bytes(self) -> int:
         if self._handle is None:
@@ -85,7 +123,7 @@ class MemoryProbe(Hook):
 
     def __init__(self, tf_device: str | None, nvml_index: int | None):
         self.tf_device = tf_device
-        self.gpu = GpuProcessMemory(nvml_index)
+        self.gpu = GpuProcessMemory(nvml_index, tf_gpu_pci_bus_id(tf_device) if nvml_index is not None else None)
         self._reading: dict[str, int] | None = None
 
     def read(self) -> dict[str, int]:

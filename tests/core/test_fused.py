@@ -139,3 +139,10 @@ def test_the_explanation_names_fused_and_compiled_execution_only_when_used():
         run.attrs.update(steps_per_call=8, step_timing="per call", xla=1, precision="mixed_float16")
     (line,) = [line for line in explain_sweep(sweep) if line.startswith("Execution:")]
     assert "fused, 8 steps per call" in line and "XLA" in line and "mixed_float16 with loss scaling" in line
+
+
+def test_nvml_finds_the_gpu_by_the_bus_id_tensorflow_reports_in_both_domain_widths():
+    from batchlab.core.training.memory import _nvml_bus_ids
+
+    assert _nvml_bus_ids("0000:3b:00.0") == ["0000:3b:00.0", "00000000:3b:00.0"]
+    assert _nvml_bus_ids("00000000:3B:00.0") == ["00000000:3B:00.0", "00000000:3B:00.0"]
