@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import keras
 import tensorflow as tf
 from batchlab.core.analysis.noise_scale import NoiseScaleEMA, unbiased_estimates
 from batchlab.core.events import NOISE_SCALE, NOISE_SCALE_COLUMN_NAMES, STEP_FLUSH_SECONDS, make_event
@@ -36,9 +37,12 @@ def make_micro_gradient_function(model, parts: int) -> Callable:
 
     Each micro-batch's loss is the model's compiled loss as train_step computes it (a mean over its
     samples, plus the layers' regularisation losses), so its gradient is the batch gradient at B_s.
+    With mixed precision's loss-scaling optimizer the loss is scaled as train_step scales it (so small
+    float16 gradients do not underflow) and the gradients are divided by the same factor.
     """
     weights = model.trainable_weights
     has_training_arg = getattr(model, "_call_has_training_arg", True)
+    scaled = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
 
     def micro(x, y):
         saved = [tf.identity(v) for v in model.non_trainable_variables]
@@ -50,9 +54,11 @@ def make_micro_gradient_function(model, parts: int) -> Callable:
             with tf.GradientTape() as tape:
                 y_pred = model(xs, training=True) if has_training_arg else model(xs)
                 loss = model.compute_loss(x=xs, y=ys, y_pred=y_pred, training=True)
-            grads = tape.gradient(loss, weights)
+                target = model.optimizer.scale_loss(loss) if scaled else loss
+            grads = tape.gradient(target, weights)
+            factor = tf.cast(target / loss, tf.float32) if scaled else 1.0  # the loss scale (NaN for a 0 loss)
             grads = [
-                tf.zeros(w.shape, tf.float32) if g is None else tf.cast(tf.convert_to_tensor(g), tf.float32)
+                tf.zeros(w.shape, tf.float32) if g is None else tf.cast(tf.convert_to_tensor(g), tf.float32) / factor
                 for g, w in zip(grads, weights, strict=True)
             ]
             small_sq += tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads])

@@ -171,11 +171,17 @@ _, big_sq, mean = probe.function(xb, yb)
 with tf.GradientTape() as tape:
     loss = mlp.compute_loss(x=xb, y=yb, y_pred=mlp(xb, training=True), training=True)
 ordinary = tape.gradient(loss, mlp.trainable_weights)
+# with mixed precision's loss-scaling optimizer the loss scale (2**15 here) is divided out again
+scaled = keras.models.clone_model(mlp)
+scaled.set_weights(mlp.get_weights())
+scaled.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()), loss=mlp.loss)
+_, scaled_big_sq, _ = NoiseScaleProbe(scaled, 4, 1, 0, lambda e: None).function(xb, yb)
 out["mean_gradient"] = {
     "max_diff": max(float(np.abs(a - b).max()) for a, b in zip(mean, ordinary)),
     "scale": max(float(np.abs(b).max()) for b in ordinary),
     "big_sq": float(big_sq),
     "ordinary_sq": float(sum(float(tf.reduce_sum(g * g)) for g in ordinary)),
+    "loss_scaled_big_sq": float(scaled_big_sq),
 }
 
 # the measurement leaves the trajectory as it was: batch statistics and dropout included
@@ -248,6 +254,7 @@ def test_the_micro_batch_gradients_mean_is_the_ordinary_gradient(measured):
     assert m["scale"] > 1e-3  # a real gradient, so equality means something
     assert m["max_diff"] < 1e-6 * max(1.0, m["scale"])
     assert m["big_sq"] == pytest.approx(m["ordinary_sq"], rel=1e-5)
+    assert m["loss_scaled_big_sq"] == pytest.approx(m["big_sq"], rel=1e-5)
 
 
 def test_measuring_leaves_the_training_trajectory_as_it_was(measured):
