@@ -104,6 +104,18 @@ SWEEP_OPTIONS = (
         "noise_scale_parts",
         "micro-batches a measured batch is split into, 2 to 64 (default 4; the batch size mod k is left out)",
     ),
+    (
+        "--batch-schedule",
+        "batch_schedule",
+        "constant (default), grow (batch x --batch-growth-factor every --batch-growth-every epochs up to "
+        "--max-batch, then the rate decays instead; Smith et al.) or two-phase (--batch-switch-to once the "
+        "validation loss stalls --batch-patience epochs); see docs/learning-rates.md",
+    ),
+    ("--batch-growth-factor", "batch_growth_factor", "grow: multiply the batch by this, > 1 (default 2)"),
+    ("--batch-growth-every", "batch_growth_every", "grow: epochs between changes (default 2)"),
+    ("--max-batch", "max_batch", "grow: the largest batch, then the rate decays (default: the training samples)"),
+    ("--batch-switch-to", "batch_switch_to", "two-phase: the larger batch, above every --batch-sizes value"),
+    ("--batch-patience", "batch_patience", "two-phase: validations without a better loss, then the switch (default 2)"),
 )
 # Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
 BUDGET_OPTIONS = (
@@ -365,6 +377,7 @@ def _print_table(path: Path) -> None:
         print(line)
     rows = summary_rows(sweep)
     print(format_table(rows))
+    _print_batch_changes(sweep)
     _print_seed_table(rows)
     _print_explanation(sweep)
     _print_analysis(sweep)
@@ -380,6 +393,14 @@ def _print_noise_scale(sweep) -> None:
     if lines:
         print("\nGradient noise scale (McCandlish et al. 2018: the critical batch is about B_simple):")
         print("\n".join(lines))
+
+
+def _print_batch_changes(sweep) -> None:
+    """With a batch schedule: where each run's batch (and, for grow, its rate) changed (core.table)."""
+    from batchlab.core.table import batch_schedule_lines
+
+    for line in batch_schedule_lines(sweep):
+        print(line)
 
 
 def _print_metrics_table(rows: list[dict]) -> None:
@@ -563,6 +584,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if tasks:
         print(f"task: {', '.join(tasks)}")
     print(format_table(rows))
+    _print_batch_changes(sweep)
     _print_seed_table(rows)
     _print_explanation(sweep)
     _print_analysis(sweep)

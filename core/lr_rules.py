@@ -155,7 +155,22 @@ class Plateau:
 def sweep_preview(spec: Any, samples: int | None = None) -> dict[int, list[float]]:
     """The rate of every step of each batch size's run, at plateau scale 1 (what a plateau run starts
     from), for a preview before Run; `samples` defaults to the spec's. Empty lists where the run
-    sets no rate (the optimizer's own default)."""
+    sets no rate (the optimizer's own default). With a batch schedule (core/batch_rules.py) the steps
+    are those of the schedule and grow's rate decay past max_batch is in the rates; two_phase is shown
+    before its switch (when it comes depends on the run)."""
+    return {b: rates for b, (rates, _batches) in _preview(spec, samples).items()}
+
+
+def sweep_preview_batches(spec: Any, samples: int | None = None) -> dict[int, tuple[list[float], list[int]]]:
+    """(rates, batches) of every step of each run, keyed by the run's starting batch size: the rates as
+    `sweep_preview` gives them (empty where the run sets no rate) and the real batch of every step (an
+    epoch's last batch may be short), the same steps as the rates, for a preview plot of both."""
+    return _preview(spec, samples)
+
+
+def _preview(spec: Any, samples: int | None) -> dict[int, tuple[list[float], list[int]]]:
+    from batchlab.core import batch_rules  # batch_rules imports this module
+
     n = int(samples if samples is not None else spec.samples)
     rates = {}
     if getattr(spec, "lr_from", None):
@@ -165,7 +180,13 @@ def sweep_preview(spec: Any, samples: int | None = None) -> dict[int, list[float
     out = {}
     for b in spec.batch_sizes:
         steps_per_epoch = math.ceil(n / b)
-        total = spec.budget.steps(n, b)
-        plan = plan_for(spec, b, steps_per_epoch, total, lr0=rates.get(b))
-        out[b] = plan.rates(total) if plan is not None else []
+        bplan = batch_rules.plan_for(spec, b, n)
+        epochs, batches = batch_rules.step_batches(bplan, b, n, spec.budget.unit, spec.budget.amount)
+        plan = plan_for(spec, b, steps_per_epoch, len(batches), lr0=rates.get(b))
+        if plan is None:
+            out[b] = ([], batches)
+        elif bplan is None:
+            out[b] = (plan.rates(len(batches)), batches)
+        else:
+            out[b] = ([plan.rate(s) * bplan.rate_scale(e) for s, e in enumerate(epochs)], batches)
     return out

@@ -47,6 +47,13 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "val_fraction": 0.2,  # CSV data only: the last 20% of rows validate
     "noise_scale_every": None,  # gradient noise scale: not measured
     "noise_scale_parts": 4,  # micro-batches a measured step's batch is split into
+    # batch-size schedule (core/batch_rules.py, docs/learning-rates.md): by default each run keeps its batch
+    "batch_schedule": "constant",
+    "batch_growth_factor": 2.0,  # grow: the batch is multiplied by this ...
+    "batch_growth_every": 2,  # ... every this many epochs
+    "max_batch": None,  # grow: the largest batch (then the rate decays); None = the training samples
+    "batch_switch_to": None,  # two_phase: the larger batch
+    "batch_patience": 2,  # two_phase: validations without a better validation loss before the switch
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from batchlab.core.batch_rules import BATCH_SCHEDULE_ALIASES, BATCH_SCHEDULES
 from batchlab.core.lr_rules import LR_RULE_ALIASES, LR_RULES, LR_SCHEDULES, WARMUP_UNITS, warmup_steps
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS, WORKLOADS, preset_defaults
 from batchlab.core.targets import (
@@ -149,6 +150,13 @@ class SweepSpec:
     fused: int = _DEFAULTS["fused"]  # steps per call of the step function; each step's loss still recorded
     xla: bool = _DEFAULTS["xla"]  # jit_compile the train step
     mixed_precision: bool = _DEFAULTS["mixed_precision"]  # mixed_float16 with loss scaling (GPU only)
+    # Batch-size schedule per run (core/batch_rules.py, docs/learning-rates.md).
+    batch_schedule: str = _DEFAULTS["batch_schedule"]
+    batch_growth_factor: float = _DEFAULTS["batch_growth_factor"]  # grow: x this ...
+    batch_growth_every: int = _DEFAULTS["batch_growth_every"]  # ... every N epochs
+    max_batch: int | None = _DEFAULTS["max_batch"]  # grow: the cap (then the rate decays); None = samples
+    batch_switch_to: int | None = _DEFAULTS["batch_switch_to"]  # two_phase: the larger batch
+    batch_patience: int = _DEFAULTS["batch_patience"]  # two_phase: validations without improvement
 
     @property
     def epochs(self) -> int:
@@ -649,6 +657,57 @@ def parse_noise_scale_parts(value: Any) -> int:
     return k
 
 
+def parse_batch_schedule(value: Any) -> str:
+    """constant (each run keeps its batch), grow (Smith et al.) or two_phase (a larger batch once val loss stalls)."""
+    text = str(value).strip().lower()
+    text = BATCH_SCHEDULE_ALIASES.get(text, text)
+    if text not in BATCH_SCHEDULES:
+        raise SpecError(
+            "batch_schedule",
+            f"{str(value)!r} is not known; choose constant, grow (x factor every N epochs, Smith et al.) or two_phase",
+        )
+    return text
+
+
+def parse_batch_growth_factor(value: Any) -> float:
+    what = "grow multiplies the batch by this; it must be a number > 1, e.g. 2 or 5"
+    f = _float("batch_growth_factor", value, what)
+    if f <= 1.0:
+        raise SpecError("batch_growth_factor", f"{value!r} is not above 1; {what}")
+    return f
+
+
+def parse_batch_growth_every(value: Any) -> int:
+    return _int("batch_growth_every", value, 1, "grow's interval must be a whole number of epochs >= 1")
+
+
+def _optional_batch(field_name: str, value: Any, what: str) -> int | None:
+    if _blank(value):
+        return None
+    b = _int(field_name, value, 1, what)
+    if b > MAX_BATCH_SIZE:
+        raise SpecError(field_name, f"{b} is too large; {what}")
+    return b
+
+
+def parse_max_batch(value: Any) -> int | None:
+    """grow's largest batch (past it the rate decays instead); blank = the training samples."""
+    return _optional_batch(
+        "max_batch", value, "the largest batch of grow must be a whole number >= 1 (empty = the training samples)"
+    )
+
+
+def parse_batch_switch_to(value: Any) -> int | None:
+    """two_phase's larger batch; blank = no two-phase schedule."""
+    return _optional_batch(
+        "batch_switch_to", value, "two_phase's larger batch must be a whole number >= 1, larger than every batch size"
+    )
+
+
+def parse_batch_patience(value: Any) -> int:
+    return _int("batch_patience", value, 1, "patience must be a whole number of validations >= 1")
+
+
 FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "preset": parse_preset,
     "workload": parse_workload,
@@ -690,6 +749,12 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "fused": parse_fused,
     "xla": parse_xla,
     "mixed_precision": parse_mixed_precision,
+    "batch_schedule": parse_batch_schedule,
+    "batch_growth_factor": parse_batch_growth_factor,
+    "batch_growth_every": parse_batch_growth_every,
+    "max_batch": parse_max_batch,
+    "batch_switch_to": parse_batch_switch_to,
+    "batch_patience": parse_batch_patience,
 }
 
 
@@ -866,6 +931,7 @@ def _check_combinations(p: dict[str, Any], errors: dict[str, SpecError]) -> None
     _check_lr_from(p, errors)
     _check_learning_rate(p, errors)
     _check_noise_scale(p, errors)
+    _check_batch_schedule(p, errors)
 
 
 def _check_noise_scale(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
@@ -1045,6 +1111,82 @@ def _check_learning_rate(p: dict[str, Any], errors: dict[str, SpecError]) -> Non
             f"{p['weight_decay']!r} is not used by {optimizer!r}; weight decay applies to "
             f"{', '.join(WEIGHT_DECAY_OPTIMIZERS)} (empty for the others)",
         )
+
+
+def _check_batch_schedule(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """A batch schedule the runs can follow: batches that fit the data, a change inside the budget, a rate to decay."""
+    schedule = p.get("batch_schedule", "constant")
+    if schedule == "constant" or "batch_schedule" in errors:
+        return
+
+    def fail(name: str, message: str) -> None:
+        if name not in errors:
+            errors[name] = SpecError(name, message)
+
+    sizes = p.get("batch_sizes") or ()
+    samples = p.get("samples")
+    if p.get("loop") == "fit":
+        fail("batch_schedule", f"{schedule!r} needs loop 'loop': the fit engine trains every epoch at one batch size")
+    if (p.get("accumulate") or 1) > 1:
+        fail("batch_schedule", f"{schedule!r} with accumulate {p['accumulate']} is not supported; use accumulate 1")
+    if (p.get("fused") or 1) > 1:
+        fail("batch_schedule", f"{schedule!r} with fused {p['fused']} is not supported (yet); use fused 1")
+    lr_schedule = p.get("lr_schedule", "constant")
+    if schedule == "grow":
+        if p.get("optimizer") == MODEL_OPTIMIZER or (p.get("lr") is None and not p.get("lr_from") and "lr" in p):
+            fail(
+                "batch_schedule",
+                "'grow' decays the rate once the batch reaches max_batch, so it needs a rate BatchLab sets: "
+                "give lr and an optimizer BatchLab builds (e.g. sgd)",
+            )
+        if lr_schedule != "constant":
+            fail(
+                "lr_schedule",
+                f"{lr_schedule!r} with batch_schedule grow: grow takes the place of the rate's decay (the rate "
+                "decays only once the batch reaches max_batch); use lr_schedule constant",
+            )
+        top = p.get("max_batch")
+        if top is not None and samples is not None and top > samples:
+            fail(
+                "max_batch",
+                f"{top} is larger than the {samples} training samples; use at most {samples} "
+                "(empty = the training samples)",
+            )
+        elif top is not None and sizes and top < max(sizes):
+            fail("max_batch", f"{top} is smaller than batch size {max(sizes)}; use at least the largest batch size")
+        every = p.get("batch_growth_every")
+        if isinstance(every, int) and samples and "epochs" in p:
+            for b in sorted(sizes):  # the smallest batch has the most steps per epoch
+                total = _budget_steps(p, b)
+                if total <= every * math.ceil(samples / b):
+                    fail(
+                        "batch_growth_every",
+                        f"{every} epochs: the first change (at epoch {every}) is beyond the budget of batch size {b} "
+                        f"({total} steps, {p['epochs']} {p.get('budget_unit', 'epochs')}); "
+                        "use fewer epochs between changes or a longer budget",
+                    )
+                    break
+    if schedule == "two_phase":
+        if lr_schedule in ("step", "cosine"):
+            fail(
+                "lr_schedule",
+                f"{lr_schedule!r} counts steps of one batch size, and two_phase changes the steps per epoch; "
+                "use lr_schedule constant or plateau with batch_schedule two_phase",
+            )
+        if p.get("val_samples") == 0:
+            fail("batch_schedule", "'two_phase' switches when the validation loss stalls; it needs val_samples > 0")
+        to = p.get("batch_switch_to")
+        if to is None:
+            if "batch_switch_to" not in errors:
+                fail("batch_switch_to", "two_phase needs the larger batch it switches to, e.g. 512")
+        elif samples is not None and to > samples:
+            fail("batch_switch_to", f"{to} is larger than the {samples} training samples; use at most {samples}")
+        elif sizes and to <= max(sizes):
+            fail(
+                "batch_switch_to",
+                f"{to} is not larger than batch size {max(sizes)}; two_phase switches to a larger batch: "
+                f"use more than {max(sizes)}",
+            )
 
 
 def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:

@@ -111,6 +111,39 @@ def target_line(spec: dict[str, Any]) -> str | None:
     )
 
 
+def batch_schedule_lines(sweep: SweepData) -> list[str]:
+    """For a sweep with a batch schedule, one line per run saying where its batch changed (from its step
+    rows, core.batch_rules.batch_changes) and, for grow, where the rate took over the decay; [] without."""
+    from batchlab.core.batch_rules import BatchPlan, batch_changes, describe_changes
+
+    lines = []
+    for run in sweep.ordered_runs():
+        schedule = run.attrs.get("batch_schedule")
+        if not schedule or schedule == "constant" or not len(run.steps):
+            continue
+        step, epoch = run.steps["step"], run.steps["epoch"]
+        changes = describe_changes(batch_changes(step, epoch, run.steps["batch_size"]))
+        text = f"run {run.index} (batch {run.batch_size}, {schedule}): batch {changes}"
+        if schedule == "grow":
+            plan = BatchPlan(
+                "grow",
+                run.batch_size,
+                float(run.attrs["batch_growth_factor"]),
+                int(run.attrs["batch_growth_every"]),
+                int(run.attrs["max_batch"]),
+            )
+            firsts = {int(e): int(s) for s, e in zip(step[::-1], epoch[::-1], strict=True)}  # each epoch's first step
+            decays = [
+                f"rate x{plan.rate_scale(e):.4g} from step {firsts[e]} (epoch {e})"
+                for e in sorted(firsts)
+                if plan.rate_scale(e) != plan.rate_scale(e - 1) and e > 0
+            ]
+            if decays:
+                text += "; past max_batch " + ", ".join(decays)
+        lines.append(text)
+    return lines
+
+
 def metric_names(rows: list[dict[str, Any]]) -> list[str]:
     """Every compiled metric any row has, train_NAME first, then val_NAME."""
     names = {name for row in rows for name in row.get("metrics") or {}}

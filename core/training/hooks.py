@@ -180,6 +180,14 @@ class LearningRateLog(Hook):
     def on_train_batch_end(self, step: int, logs: Logs) -> None:
         logs["lr"] = self.plan.rate(step, self.scale) if self.plan is not None else self.constant
 
+    def set_rate_scale(self, scale: float) -> None:
+        """Multiply the plan's rate by `scale` from the next step on (a batch schedule's decay past its
+        largest batch; core/training/batch_schedule.py), in the `lr` column and the optimizer alike."""
+        if scale != self.scale:
+            self.scale = scale
+            if self.set_scale is not None:
+                self.set_scale(scale)
+
     def on_epoch_end(self, epoch: int, logs: Logs) -> None:
         if self.plateau is None:
             return

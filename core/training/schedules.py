@@ -54,8 +54,9 @@ class RunSchedule:
             self.scale.assign(value)
 
 
-def build_schedule(plan: LrPlan) -> RunSchedule:
-    """The Keras learning rate that gives `plan.rate(step)` at every step."""
+def build_schedule(plan: LrPlan, scalable: bool = False) -> RunSchedule:
+    """The Keras learning rate that gives `plan.rate(step)` at every step; `scalable`: a constant schedule
+    gets a scale variable too (a batch schedule's rate decay past max_batch, core/batch_rules.py)."""
     w = plan.warmup_steps
     if plan.schedule == "cosine":
         span = max(1, plan.total_steps - w)
@@ -73,5 +74,8 @@ def build_schedule(plan: LrPlan) -> RunSchedule:
         return RunSchedule(plan, decay if w == 0 else WarmupThen(plan.warmup_start, plan.peak, w, after=decay))
     if plan.schedule == "plateau":
         scale = keras.Variable(1.0, dtype="float32", trainable=False, name="lr_plateau_scale")
+        return RunSchedule(plan, WarmupThen(plan.warmup_start, plan.peak, w, scale=scale), scale)
+    if scalable:
+        scale = keras.Variable(1.0, dtype="float32", trainable=False, name="lr_batch_scale")
         return RunSchedule(plan, WarmupThen(plan.warmup_start, plan.peak, w, scale=scale), scale)
     return RunSchedule(plan, plan.peak if w == 0 else WarmupThen(plan.warmup_start, plan.peak, w))

@@ -22,10 +22,12 @@ from typing import Any
 import keras
 import numpy as np
 import tensorflow as tf
+from batchlab.core import batch_rules
 from batchlab.core.datasets import load_spec_data, prepare_arrays
 from batchlab.core.events import log_event, now_iso
 from batchlab.core.lr_rules import plan_for
 from batchlab.core.spec import RunSpec
+from batchlab.core.training.batch_schedule import BatchSchedule
 from batchlab.core.training.evaluation import Evaluations
 from batchlab.core.training.execution import apply_xla, execution_fields
 from batchlab.core.training.failures import (
@@ -184,6 +186,7 @@ class RunSetup:
     schedule: RunSchedule | None = None  # the learning rate per step; None when the spec sets no rate
     task: str = ""  # core.loss_targets.TASKS: recorded as the run's `task` attribute
     targets: str = ""  # how the targets are laid out, e.g. "one-hot"
+    batch_plan: batch_rules.BatchPlan | None = None  # a batch-size schedule; None: batch_size throughout
 
     @property
     def samples(self) -> int:
@@ -203,14 +206,32 @@ def prepare_run(run: RunSpec, emit: Emit) -> RunSetup:
     total_steps = spec.budget.steps(data.x_train.shape[0], run.batch_size)  # with a target: the most it may train
     # run.lr: the spec's lr, or with lr_from the lr-find suggestion for this batch size
     plan = plan_for(spec, run.batch_size, steps_per_epoch, total_steps, lr0=run.lr)
-    schedule = build_schedule(plan) if plan is not None else None
+    batch_plan = batch_rules.plan_for(spec, run.batch_size, data.x_train.shape[0])
+    if batch_plan is not None:  # the steps a schedule trains: the budget counts real batches
+        total_steps = len(
+            batch_rules.step_batches(
+                batch_plan, run.batch_size, data.x_train.shape[0], spec.budget.unit, spec.budget.amount
+            )[1]
+        )
+        plan = plan_for(spec, run.batch_size, steps_per_epoch, total_steps, lr0=run.lr)
+    scalable = batch_plan is not None and batch_plan.schedule == "grow"  # its rate decays past max_batch
+    schedule = build_schedule(plan, scalable=scalable) if plan is not None else None
     learning_rate = schedule.learning_rate if schedule is not None else None
     built = build_model(run, data, learning_rate)
     apply_xla(built.model, spec)
     for note in built.notes:
         emit(log_event("info", note, run=run.index))
     return RunSetup(
-        run, built.model, built.x_train, built.y_train, built.x_val, built.y_val, schedule, built.task, built.targets
+        run,
+        built.model,
+        built.x_train,
+        built.y_train,
+        built.x_val,
+        built.y_val,
+        schedule,
+        built.task,
+        built.targets,
+        batch_plan,
     )
 
 
@@ -252,11 +273,16 @@ class InstrumentedLoop:
         sync: str = SYNC_EVERY_STEP,
         evaluations: Evaluations | None = None,
         noise: NoiseScaleProbe | None = None,
+        batches: BatchSchedule | None = None,
     ):
         self.setup = setup
         self.evals = evaluations
         self.noise = noise  # gradient noise scale, measured before the steps it is due at (noise_scale.py)
+        self.batches = batches  # a batch-size schedule: each epoch's batch; None: run.batch_size throughout
         self.max_steps: int | None = None
+        self.max_examples: int | None = None  # an examples budget under a batch schedule: real examples count
+        self.steps_done = 0
+        self.examples_done = 0
         self.paused = 0.0  # s of mid-epoch evaluations: off the clock of step and epoch rows
         self.eval_total = 0.0  # s of every evaluation and validation pass: off the training time
         self.hooks = hooks
@@ -265,6 +291,7 @@ class InstrumentedLoop:
         run = setup.run
         # Inside the caller's try: copying the data into tensors can run out of memory.
         self.pipeline = make_input_pipeline(setup.x_train, setup.y_train, run.batch_size, run.sweep.shuffle, run.seed)
+        self.batch = run.batch_size  # the batch the pipeline makes now
         self.fetch_overhead = calibrate_fetch_overhead(setup.x_train, setup.y_train, run.batch_size)
         self.step_fn = make_step_function(setup.model)
         self.trace = TraceWatch(self.step_fn)
@@ -279,14 +306,36 @@ class InstrumentedLoop:
         """Seconds since the run's first step began (NaN before training)."""
         return time.perf_counter() - self.t_run0
 
-    def train(self, epochs: int, max_steps: int | None = None) -> None:
-        """Train `epochs` epochs, ending after `max_steps` steps if given (a steps/examples budget),
-        or at the first evaluation that meets the target."""
+    def train(self, epochs: int, max_steps: int | None = None, max_examples: int | None = None) -> None:
+        """Train `epochs` epochs, ending after `max_steps` steps if given (a steps/examples budget), after
+        the step that reaches `max_examples` examples, or at the first evaluation that meets the target."""
         self.t_run0 = time.perf_counter()
         self.max_steps = max_steps
+        self.max_examples = max_examples
         for epoch in range(epochs):
             if self._epoch(epoch):
                 break
+
+    def _budget_used(self) -> bool:
+        """True once the steps or examples budget is used up (steps and examples so far)."""
+        return (self.max_steps is not None and self.steps_done >= self.max_steps) or (
+            self.max_examples is not None and self.examples_done >= self.max_examples
+        )
+
+    def _rebatch(self, epoch: int) -> int:
+        """The batch this epoch trains at; a batch schedule's change rebuilds the input pipeline (the step
+        function retraces for the new shape, and its `traced` rows say so)."""
+        if self.batches is None:
+            return self.batch
+        batch = self.batches.batch_for_epoch(epoch, self.steps_done)
+        if batch != self.batch:
+            setup = self.setup
+            run = setup.run
+            # seeded per epoch: a new pipeline would otherwise repeat the first epoch's shuffle order
+            seed = run.seed + epoch
+            self.pipeline = make_input_pipeline(setup.x_train, setup.y_train, batch, run.sweep.shuffle, seed)
+            self.batch = batch
+        return batch
 
     def _clock(self, t: float) -> float:
         """The run's clock at perf_counter time t: since the first step began, mid-epoch evaluations left out."""
@@ -301,7 +350,7 @@ class InstrumentedLoop:
         if setup.x_val is not None:
             # an evaluation point's figures do not depend on the batch it is computed in; at batch 1 a pass
             # over 2,000 images took 10-20 s here, so these off-the-clock passes use at least EVAL_POINT_BATCH
-            val_logs = validate(setup.model, setup.x_val, setup.y_val, max(setup.run.batch_size, EVAL_POINT_BATCH))
+            val_logs = validate(setup.model, setup.x_val, setup.y_val, max(self.batch, EVAL_POINT_BATCH))
         else:
             val_logs = {"val_loss": math.nan, "val_accuracy": math.nan}
         spent = time.perf_counter() - t0
@@ -312,8 +361,10 @@ class InstrumentedLoop:
     def _epoch(self, epoch: int) -> bool:
         """One epoch; True when the run ends inside or right after it (budget used up, target met)."""
         hooks = self.hooks
+        batch = self._rebatch(epoch)
+        per_epoch = math.ceil(self.setup.samples / batch)
         hooks.on_epoch_begin(epoch)
-        step0 = epoch * self.setup.steps_per_epoch
+        step0 = self.steps_done  # epoch x steps_per_epoch at one batch size
         pending: list[tuple[dict, Any]] = []  # steps launched whose loss is not read yet (sampled sync)
         t_epoch0, t_epoch0_wall = time.perf_counter(), time.time()
         paused0 = self.paused
@@ -343,6 +394,8 @@ class InstrumentedLoop:
                 t1 = time.perf_counter()
             logs = self.step_fn(xb, yb)
             traced = self.trace.traced()
+            self.steps_done = step + 1
+            self.examples_done += int(xb.shape[0])
             row = {
                 "step": step,
                 "epoch": epoch,
@@ -365,8 +418,8 @@ class InstrumentedLoop:
                 row.update(step_time=math.nan, wall_time=self._clock(time.perf_counter()))
                 row["input_wait"] = _starvation(fetch, asked, made)
                 pending.append((row, logs))
-            if i < self.setup.steps_per_epoch - 1:  # the epoch's last step is evaluated at its end, below
-                if step + 1 == self.max_steps:  # the budget ends inside this epoch: no epoch row
+            if i < per_epoch - 1:  # the epoch's last step is evaluated at its end, below
+                if self._budget_used():  # the budget ends inside this epoch: no epoch row
                     self._read_pending(pending)
                     if self.evals is not None:
                         self._evaluate_mid_epoch(pending)
@@ -386,7 +439,7 @@ class InstrumentedLoop:
         t_val0 = time.perf_counter()
         if setup.x_val is not None:
             hooks.on_test_begin()  # the memory probe reads the training steps' peak here
-            val_logs = validate(setup.model, setup.x_val, setup.y_val, setup.run.batch_size)
+            val_logs = validate(setup.model, setup.x_val, setup.y_val, self.batch)
             hooks.on_test_end(val_logs)
             epoch_logs.update(val_logs)
         else:
@@ -396,8 +449,9 @@ class InstrumentedLoop:
         train_wall = t_val0 - self.t_run0 - self.eval_total
         self.eval_total += epoch_logs["val_time"]
         if self.evals is None:
-            return False
-        return self.evals.record(self._clock(t_val0), train_wall, epoch_logs["val_time"], epoch_logs, at_epoch_end=True)
+            return self._budget_used()
+        met = self.evals.record(self._clock(t_val0), train_wall, epoch_logs["val_time"], epoch_logs, at_epoch_end=True)
+        return met or self._budget_used()
 
     def _measure_noise(self, step: int, xb, yb) -> dict:
         """The noise-scale measurement of this step's batch (before its update), off the run's clock and
@@ -447,6 +501,7 @@ def make_engine(
     should_stop: Callable[[], bool],
     evaluations: Evaluations | None = None,
     noise: NoiseScaleProbe | None = None,
+    batches: BatchSchedule | None = None,
 ):
     """The engine the spec asks for: the instrumented loop (default) or model.fit (fit_engine.py).
 
@@ -461,7 +516,13 @@ def make_engine(
 
         return FusedLoop(setup, hooks, should_stop, spec.fused, evaluations=evaluations)
     return InstrumentedLoop(
-        setup, hooks, should_stop, sync=getattr(spec, "sync", SYNC_EVERY_STEP), evaluations=evaluations, noise=noise
+        setup,
+        hooks,
+        should_stop,
+        sync=getattr(spec, "sync", SYNC_EVERY_STEP),
+        evaluations=evaluations,
+        noise=noise,
+        batches=batches,
     )
 
 
@@ -494,13 +555,26 @@ def train_run(
         # Loading, building and copying the data are inside: their failures (a data file removed
         # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
         setup = prepare_run(run, emit)
-        hooks.hooks.insert(0, learning_rate_hook(setup))  # before StepLog, which copies the rows
+        rates = learning_rate_hook(setup)
+        hooks.hooks.insert(0, rates)  # before StepLog, which copies the rows
+        batches = None
+        if setup.batch_plan is not None:
+            batches = BatchSchedule(setup.batch_plan, run.index, emit, rates)
+            hooks.hooks.insert(1, batches)
         noise = make_noise_probe(setup, emit)
         if noise is not None:
             hooks.hooks.insert(len(hooks.hooks) - 1, noise)  # before RunEvents: its rows go before run_ended
-        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise)
+        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise, batches)
         budget = run.sweep.budget
         planned_steps = budget.steps(setup.samples, run.batch_size)
+        planned_epochs = budget.epochs(setup.samples, run.batch_size)
+        bounds: tuple[int, int | None, int | None] = (planned_epochs, planned_steps, None)
+        if setup.batch_plan is not None:  # the steps and epochs of the schedule (two_phase: before its switch)
+            epochs_of_steps, _ = batch_rules.step_batches(
+                setup.batch_plan, run.batch_size, setup.samples, budget.unit, budget.amount
+            )
+            planned_steps, planned_epochs = len(epochs_of_steps), epochs_of_steps[-1] + 1
+            bounds = batch_rules.training_bounds(setup.batch_plan, setup.samples, budget.unit, budget.amount)
         hooks.on_run_begin(
             {
                 "run": run.index,
@@ -510,7 +584,7 @@ def train_run(
                 "nice": os.getpriority(os.PRIO_PROCESS, 0),
                 "device": device_name,
                 "steps_per_epoch": setup.steps_per_epoch,
-                "epochs": budget.epochs(setup.samples, run.batch_size),
+                "epochs": planned_epochs,
                 "planned_steps": planned_steps,
                 "budget": f"{budget.amount} {budget.unit}",
                 "target": run.sweep.target or "",
@@ -526,9 +600,14 @@ def train_run(
                 **accumulation_fields(run),
                 **execution_fields(run, setup.model),
                 **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
+                **(setup.batch_plan.attrs() if setup.batch_plan is not None else {}),
             }
         )
-        engine.train(budget.epochs(setup.samples, run.batch_size), max_steps=planned_steps)
+        if setup.batch_plan is None:
+            engine.train(planned_epochs, max_steps=planned_steps)
+        else:
+            epochs, max_steps, max_examples = bounds
+            engine.train(epochs, max_steps=max_steps, max_examples=max_examples)
     except StopRequested:
         end.update(status="interrupted", message="stopped by the user; measurements so far are kept")
     except Diverged as e:

@@ -122,23 +122,24 @@ def test_keras_schedules_give_the_planned_rate_at_every_step():
         _plan(lr0=0.1, peak=0.4, warmup_steps=0, schedule="cosine", total_steps=30),
         _plan(lr0=0.1, peak=0.4, warmup_steps=5, schedule="cosine", total_steps=30),
         _plan(lr0=0.1, peak=0.4, warmup_steps=5, schedule="plateau", total_steps=30),
+        _plan(lr0=0.1, peak=0.4, warmup_steps=5, total_steps=30),  # scalable: a batch schedule's decay
     ]
     code = f"""
         from batchlab.core.lr_rules import LrPlan
         from batchlab.core.training.schedules import build_schedule
         result = []
-        for p in {[p.__dict__ for p in plans]!r}:
-            s = build_schedule(LrPlan(**p))
+        for i, p in enumerate({[p.__dict__ for p in plans]!r}):
+            s = build_schedule(LrPlan(**p), scalable=i == {len(plans) - 1})
             lr = s.learning_rate
             rates = [float(lr(step)) if callable(lr) else float(lr) for step in range(35)]
             s.set_scale(0.1)
             scaled = [float(lr(step)) if callable(lr) else float(lr) for step in (3, 20)]
             result.append({{"rates": rates, "scaled": scaled}})
     """
-    for plan, got in zip(plans, _in_child(code), strict=True):
+    for i, (plan, got) in enumerate(zip(plans, _in_child(code), strict=True)):
         # float32 in Keras: within 1e-6 of the rate, or of the peak where cosine nears 0
         assert got["rates"] == pytest.approx(plan.rates(35), rel=1e-6, abs=1e-6 * plan.peak), plan
-        scale = 0.1 if plan.schedule == "plateau" else 1.0
+        scale = 0.1 if plan.schedule == "plateau" or i == len(plans) - 1 else 1.0
         assert got["scaled"] == pytest.approx([plan.rate(3, scale), plan.rate(20, scale)], rel=1e-6)
 
 
