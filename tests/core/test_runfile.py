@@ -15,6 +15,7 @@ import batchlab.core
 import h5py
 import numpy as np
 import pytest
+from batchlab.core.batch_rules import BatchPlan
 from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
@@ -577,6 +578,7 @@ def documented_sweep() -> list[dict]:
             event.update(lr=0.001)
             plan = LrPlan(0.01, 0.04, 12, "step", 120, 0.1, 24, 2, "linear", 16)
             event.update(plan.attrs())  # a spec with a learning rate records its rate plan
+            event.update(BatchPlan("grow", event["batch_size"], 2.0, 1, 64).attrs())  # and a batch schedule its plan
             event.update(task="classification", targets="class indices")
             event.update(noise_scale_every=20, noise_scale_parts=4)
         if event["type"] == RUN_ENDED:
