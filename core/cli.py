@@ -572,7 +572,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         from batchlab.core.analysis.analyse import analyse
 
-        print(json.dumps({"runs": rows, "analysis": analyse(sweep).as_dict()}, indent=2, default=str))
+        payload = {"runs": rows, "analysis": analyse(sweep).as_dict()}
+        payload.update(_profile_json(args.file, sweep))
+        print(json.dumps(payload, indent=2, default=str))
         return EXIT_OK
     env = sweep.environment
     print(f"{args.file}: sweep {sweep.status}; {env.get('device_description', 'unknown device')}")
@@ -624,8 +626,14 @@ def _profile_values(args: argparse.Namespace) -> dict[str, Any]:
     values.update(target="", eval_every="")  # a profile predicts the time to target; it does not train to it
     if values.get("noise_scale_every") is None:
         values["noise_scale_every"] = PROFILE_NOISE_EVERY
-    if values.get("batch_sizes") is None:
-        sizes = sorted(preset_values(values, blank_means_default=True)["batch_sizes"])
+    if values.get("batch_sizes") is None:  # the preset's, those a measurement can split into its parts
+        preset = preset_values(values, blank_means_default=True)
+        parts = preset["noise_scale_parts"] if values.get("noise_scale_parts") is None else values["noise_scale_parts"]
+        try:
+            parts = int(parts)
+        except (TypeError, ValueError):
+            parts = 2  # the spec names the bad value below
+        sizes = sorted(b for b in preset["batch_sizes"] if b >= parts) or sorted(preset["batch_sizes"])
         if len(sizes) > PROFILE_BATCHES:
             sizes = [sizes[0], sizes[len(sizes) // 2], sizes[-1]]
         values["batch_sizes"] = ",".join(map(str, sizes))
@@ -662,6 +670,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
     _print_profile(out, None, None)
     print(f"check it later with: batchlab report SWEEP.h5 --profile {out}")
     return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
+
+
+def _profile_json(path, sweep) -> dict[str, Any]:
+    """report --json of a profile file: its prediction as "profile_prediction" (null when it has none)."""
+    from batchlab.core.analysis.predict import PROFILE_MODE, predict_from_profile
+    from batchlab.core.runfile.reader import read_run_file
+
+    if read_run_file(path).attrs.get("mode") != PROFILE_MODE:
+        return {}
+    prediction = predict_from_profile(sweep)
+    return {"profile_prediction": prediction.as_dict() if prediction is not None else None}
 
 
 def _print_profile(path, sweep, profile_path) -> None:

@@ -40,6 +40,24 @@ class ProfilePrediction:
     relative_time: tuple[float, ...]  # T(B) / T(B_opt), same order
     best_batch: float  # samples: B_opt = sqrt(Bcrit alpha / beta); NaN when alpha or beta is not positive
 
+    def as_dict(self) -> dict:
+        """Plain JSON values (NaN becomes None) for `batchlab report --json`."""
+
+        def plain(value: float) -> float | None:
+            return float(value) if math.isfinite(value) else None
+
+        fit = self.step_time
+        return {
+            "b_simple": plain(self.b_simple),
+            "step_time_alpha_s": plain(fit.alpha),
+            "step_time_beta_s_per_sample": plain(fit.beta),
+            "profiled_batch_sizes": list(fit.batch_sizes),
+            "batch_sizes": list(self.batch_sizes),
+            "relative_time": [plain(v) for v in self.relative_time],
+            "best_batch": plain(self.best_batch),
+            "best_power_of_two": self.best_power_of_two,
+        }
+
     @property
     def best_power_of_two(self) -> int | None:
         """The power of two nearest B_opt (on a log scale); None when B_opt is not known."""

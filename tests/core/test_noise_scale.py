@@ -314,6 +314,7 @@ def test_a_profile_predicts_relative_time_to_target_and_the_best_batch():
         (1 + 16) * (ALPHA + 4 * BETA) / ((1 + 64 / 71.55) * (ALPHA + 71.55 * BETA)), rel=1e-3
     )
     assert relative_time([71.55], 64, ALPHA, BETA)[0] == pytest.approx(1.0, abs=1e-6)
+    assert json.loads(json.dumps(p.as_dict()))["best_power_of_two"] == 64
     text = "\n".join(describe_prediction(p))
     assert "predicted critical batch ~ 64" in text and "predicted best batch for time to target: ~72" in text
     assert predict_from_profile(profile_sweep(sizes=(32,))) is None  # one batch size: no step-time line
@@ -331,6 +332,16 @@ def test_a_later_sweep_says_how_far_the_prediction_was_off():
     assert "(within one, the goal)" in right
     wrong = check_prediction(predict_from_profile(profile_sweep(b_simple=4096.0)), analysis)  # best ~573
     assert "(not within one, the goal)" in wrong
+
+
+def test_a_profile_picks_three_of_the_presets_batch_sizes_that_can_be_split():
+    from batchlab.core.cli import _build_parser, _profile_values
+    from batchlab.core.spec import build_spec
+
+    args = _build_parser().parse_args(["profile", "--preset", "mnist-cnn-98"])  # its batch sizes are 1 to 512
+    spec = build_spec(_profile_values(args))
+    assert spec.batch_sizes == (4, 64, 512)  # 1 and 2 cannot be split into 4 parts
+    assert (spec.budget.unit, spec.budget.amount, spec.noise_scale_every, spec.target) == ("steps", 200, 5, None)
 
 
 # ---------------------------------------------------------------------- a real profile: file, report, check
@@ -379,6 +390,10 @@ def test_a_profile_stores_the_measurements_and_the_report_predicts(profile_file,
     assert "Prediction from this profile" in out
     from batchlab.core.analysis.predict import predict_from_profile
 
+    assert main(["report", str(profile_file), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    prediction = predict_from_profile(sweep)
+    assert payload["profile_prediction"] == (prediction.as_dict() if prediction is not None else None)
     code = main(["report", str(profile_file), "--profile", str(profile_file)])
     captured = capsys.readouterr()
     if predict_from_profile(sweep) is None:  # a tiny profile may end without gradient signal above the noise
