@@ -16,7 +16,10 @@ Event types, in the order a sweep emits them:
   cost of taking a ready batch from a full prefetch buffer; input_wait is fetch time beyond it)
   and, when the spec sets a learning rate, the run's rate plan (core/lr_rules.py LrPlan.attrs()):
   ``lr0``, ``lr_peak``, ``lr_rule``, ``lr_base_batch``, ``lr_warmup_steps``, ``lr_schedule``,
-  ``lr_total_steps``, ``lr_decay_factor``, ``lr_decay_every_steps``, ``lr_patience``
+  ``lr_total_steps``, ``lr_decay_factor``, ``lr_decay_every_steps``, ``lr_patience``; with a batch
+  schedule, its plan (core/batch_rules.py BatchPlan.attrs()): ``batch_schedule``,
+  ``batch_growth_factor``, ``batch_growth_every``, ``max_batch``, ``batch_switch_to``,
+  ``batch_patience``, ``batch_min_delta``
 - ``steps``: ``run``, and one list per column of ``STEP_COLUMNS``; sent every
   ``STEP_FLUSH_SECONDS`` while a run trains; from the training child also ``memory``: the running
   epoch's memory peaks so far when it was sent ({``epoch``, ``tf_peak_bytes``,

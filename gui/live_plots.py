@@ -626,6 +626,8 @@ def _rss_only(run: RunData, n: int) -> bool:
 def examples_seen(run: RunData, rows: np.ndarray) -> np.ndarray:
     """Training examples seen by the end of each of these step rows (the last batch of an epoch may be short)."""
     steps = run.steps
+    if run.attrs.get("batch_schedule") not in (None, "constant"):  # the batch changes: count the real ones
+        return np.cumsum(np.asarray(steps["batch_size"], dtype=np.float64))[rows]
     step = np.asarray(steps["step"][rows], dtype=np.int64)
     batch = run.batch_size
     samples, per_epoch = run.attrs.get("samples"), run.steps_per_epoch

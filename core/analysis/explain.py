@@ -345,6 +345,18 @@ def explain_accumulation(sweep: SweepData) -> list[str]:
     ]
 
 
+def explain_batch_schedule(sweep: SweepData) -> list[str]:
+    """A note when runs changed their batch while training (core/batch_rules.py): their figures mix batches."""
+    kinds = sorted({str(r.attrs.get("batch_schedule")) for r in sweep.ordered_runs()} - {"None", "constant", ""})
+    if not kinds:
+        return []
+    return [
+        f"Batch schedule ({', '.join(kinds)}): runs changed their batch while training, so each is listed under "
+        "the batch it started at, and its step time, throughput and memory below mix every batch it trained at "
+        "(each step's own batch is the run file's steps/batch_size; the lines above say where it changed)."
+    ]
+
+
 def explain_execution(sweep: SweepData) -> list[str]:
     """A note on how the train step ran when it was not the default (one float32 step per call, Keras's XLA
     choice): fused steps, XLA, mixed precision. Compare with a default sweep to see what each one buys."""
@@ -375,6 +387,7 @@ def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str
     fit = sweep_step_time(sweep)
     return [
         *explain_accumulation(sweep),
+        *explain_batch_schedule(sweep),
         *explain_execution(sweep),
         *explain_time(sweep, fit),
         *explain_slowdowns(sweep),

@@ -226,4 +226,6 @@ def test_report_says_where_the_batch_changed_and_the_rate_took_over(grown, capsy
         "run 0 (batch 16, grow): batch 16 -> 32 at step 16 (epoch 1); past max_batch rate x0.5 from step 24 (epoch 2)"
     ]
     assert cli.main(["report", str(out)]) == 0
-    assert batch_schedule_lines(sweep)[0] in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert batch_schedule_lines(sweep)[0] in text
+    assert "Batch schedule (grow): runs changed their batch while training" in " ".join(text.split())
