@@ -14,6 +14,7 @@ from datetime import datetime
 
 import numpy as np
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
+from batchlab.core.analysis.startup import explain_startup
 from batchlab.core.analysis.step_time import StepTimeFit, sweep_step_time
 from batchlab.core.figures import steady_input_wait_share
 from batchlab.core.model import RunData, SweepData
@@ -211,7 +212,9 @@ def explain_one_time(sweep: SweepData) -> list[str]:
             "the loop's own work per step, so it grows with the number of steps)."
         )
     gaps = _startup_gaps(runs)
-    if gaps:
+    measured = explain_startup(runs)  # what each run's child measured; older files have only the gaps
+    lines.extend(measured)
+    if gaps and not measured:
         lines.append(
             f"Starting each run (a new process, TensorFlow import, data, model build) took about "
             f"{statistics.median(gaps):.0f} s (median of {len(gaps)} gaps between runs, whole seconds)."

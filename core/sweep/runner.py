@@ -3,6 +3,11 @@
 Runs in the parent process (CLI or GUI worker thread) and never imports TensorFlow. A run
 that runs out of memory, diverges or whose child dies is recorded with that status and the
 sweep goes on in a fresh child. `stop()` ends the current run cleanly and skips the rest.
+
+Each run still trains in its own process (a crash loses one run; one run's memory figures are its
+own), but that process is started ahead: while run i trains, the child for run i+1 starts, imports
+TensorFlow, loads the data and waits for its run (a standby), so the sweep does not wait for that
+start-up between runs. The first run's child gets ready while the probe checks the spec.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from batchlab.core.events import RUN_ENDED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
 from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
 from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main, run_main
+from batchlab.core.training.startup import FRESH, STANDBY
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -50,13 +57,49 @@ def _death_message(exitcode: int | None, log_path: Path) -> str:
     return f"{text}; last output: {tail}" if tail else text
 
 
+@dataclass
+class _RunChild:
+    """One run's training child: its process, its event pipe and, for run_main, the pipe that asks for the run."""
+
+    run: RunSpec
+    process: multiprocessing.process.BaseProcess
+    events: Any  # the read end of the child's event pipe
+    go: Any  # the write end of its request pipe; None: the entry trains at once
+    stop: Any  # multiprocessing Event: stop between steps
+    log_path: Path
+
+    def request(self, kind: str) -> None:
+        """Ask the child for its run now; `kind` (fresh or standby) is recorded with the run."""
+        if self.go is None:
+            return
+        try:
+            self.go.send({"requested_at": time.time(), "child": kind})
+        except OSError:  # it died getting ready: _finish reads its report, or its death
+            pass
+        finally:
+            self.go.close()
+
+
+def _end_process(process: multiprocessing.process.BaseProcess) -> None:
+    """Kill a child that has not trained (a standby let go) and reap it."""
+    if process.is_alive():
+        process.kill()
+    process.join()
+
+
 class SweepRunner:
     """Runs a validated spec, one child process per run; thread-safe `stop()`."""
 
-    def __init__(self, spec: SweepSpec, log_dir: str | os.PathLike | None = None, niceness: int = 0):
+    def __init__(
+        self, spec: SweepSpec, log_dir: str | os.PathLike | None = None, niceness: int = 0, standby: bool = True
+    ):
         """niceness > 0 starts each training child that much below this process's CPU priority (the
-        window uses it so that its GUI thread is never queued behind TensorFlow's threads)."""
+        window uses it so that its GUI thread is never queued behind TensorFlow's threads). `standby`:
+        start each run's child while the previous run trains (see _run_one); False: each run's child
+        starts when its run is asked for."""
         self.spec = spec
+        self.standby = standby
+        self._standby: _RunChild | None = None  # the next run's child, getting ready
         self.niceness = max(0, int(niceness))
         self.environment: dict[str, Any] | None = None
         self._ctx = multiprocessing.get_context("spawn")
@@ -88,6 +131,8 @@ class SweepRunner:
         with self._lock:
             if self._child is not None and self._child.is_alive():
                 self._child.kill()
+            if self._standby is not None and self._standby.process.is_alive():
+                self._standby.process.kill()
 
     def _track(self, child: multiprocessing.process.BaseProcess | None) -> None:
         with self._lock:
@@ -174,16 +219,17 @@ class SweepRunner:
                 sink(log_event("warning", warning))
             if self._stop.is_set():
                 status, message = "interrupted", STOPPED_BEFORE_FIRST_RUN
-            for run in runs:
+            for k, run in enumerate(runs):
                 if self._stop.is_set():
                     break
-                self._run_one(run, sink)
+                self._run_one(run, sink, runs[k + 1] if k + 1 < len(runs) else None)
             if self._stop.is_set() and status == "complete":
                 status, message = "interrupted", "stopped by the user"
         except Exception as e:  # a bug in a sink must still leave a closed, honest file
             status, message = "failed", f"{type(e).__name__}: {e}"
             raise
         finally:
+            self.discard_standby()
             sink(make_event(SWEEP_ENDED, status=status, message=message, ended=now_iso()))
         return status
 
@@ -191,28 +237,81 @@ class SweepRunner:
         """Extra fields of sweep_started (a range test names its mode here)."""
         return {}
 
-    def _run_one(self, run: RunSpec, sink: Sink) -> str:
+    def _run_one(self, run: RunSpec, sink: Sink, next_run: RunSpec | None = None) -> str:
+        """Run `run` in its standby child if one is ready for it, else in a fresh one; while it trains, a
+        standby child for `next_run` gets ready. After a run that did not end ok, that standby is let go
+        and the next run gets a fresh child."""
+        with self._lock:
+            child, self._standby = self._standby, None
+        kind = STANDBY
+        if child is None or child.run.index != run.index or not child.process.is_alive():
+            if child is not None:
+                _end_process(child.process)
+            child, kind = self._launch(run), FRESH
+        with self._lock:
+            self._child_stop, self._child = child.stop, child.process
+            if self._stop.is_set():
+                child.stop.set()
+        child.request(kind)
+        if next_run is not None and self._can_stand_by(next_run):
+            standby = self._launch(next_run)  # imports TensorFlow and loads the data while this run trains
+            with self._lock:
+                self._standby = standby
+        status = self._finish(child, sink)
+        if status != "ok":
+            self.discard_standby()  # whatever went wrong, the next run starts in a fresh process
+        return status
+
+    def prepare_first_run(self) -> None:
+        """Start the first run's child now, so it imports TensorFlow while the probe checks the spec."""
+        runs = self.spec.runs()
+        if runs and self._standby is None and self._can_stand_by(runs[0]):
+            standby = self._launch(runs[0])
+            with self._lock:
+                self._standby = standby
+
+    def _can_stand_by(self, run: RunSpec) -> bool:
+        """A child may be started ahead of `run`: standby on, no stop, and a child that waits to be asked."""
+        return self.standby and not self._stop.is_set() and self._child_entry(run)[0] is run_main
+
+    def discard_standby(self) -> None:
+        """End a standby child that will not be asked for its run (it has not trained)."""
+        with self._lock:
+            child, self._standby = self._standby, None
+        if child is not None:
+            _end_process(child.process)
+
+    def _launch(self, run: RunSpec) -> _RunChild:
+        """Start the child for `run`; a child whose entry is run_main then waits for `request`."""
         log_path = self._log_dir / f"run_{run.index:03d}.log"
         receiver, sender = self._ctx.Pipe(duplex=False)
         child_stop = self._ctx.Event()
         target, args = self._child_entry(run)
-        child = self._ctx.Process(
+        go_receiver = go_sender = None
+        extra: tuple = ()
+        if target is run_main:
+            go_receiver, go_sender = self._ctx.Pipe(duplex=False)
+            extra = (go_receiver, time.time())  # launched_at: the child's process start is timed from here
+        process = self._ctx.Process(
             target=target,
-            args=(*args, sender, child_stop, str(log_path), self.niceness),
+            args=(*args, sender, child_stop, str(log_path), self.niceness, *extra),
             daemon=True,
             name=f"batchlab-run-{run.index}",
         )
-        with self._lock:
-            self._child_stop, self._child = child_stop, child
-            if self._stop.is_set():
-                child_stop.set()
-        child.start()
+        process.start()
         sender.close()  # the child holds the only write end, so its death shows as EOF here
-        ended = self._pump(receiver, child, child_stop, sink)
-        child.join(timeout=STOP_GRACE_SECONDS)
-        if child.is_alive():
-            child.kill()
-            child.join()
+        if go_receiver is not None:
+            go_receiver.close()
+        return _RunChild(run, process, receiver, go_sender, child_stop, log_path)
+
+    def _finish(self, child: _RunChild, sink: Sink) -> str:
+        """Forward the child's events until its run ends or it dies; the run's status."""
+        run, log_path = child.run, child.log_path
+        ended = self._pump(child.events, child.process, child.stop, sink)
+        child.process.join(timeout=STOP_GRACE_SECONDS)
+        if child.process.is_alive():
+            child.process.kill()
+            child.process.join()
         with self._lock:
             self._child_stop, self._child = None, None
         if ended is not None:
@@ -220,7 +319,7 @@ class SweepRunner:
         if self._stop.is_set():
             status, message = "interrupted", "stopped by the user; the training process was ended"
         else:
-            status, message = "crashed", _death_message(child.exitcode, log_path)
+            status, message = "crashed", _death_message(child.process.exitcode, log_path)
         sink(log_event("error" if status == "crashed" else "warning", message, run=run.index))
         sink(make_event(RUN_ENDED, run=run.index, status=status, message=message, ended=now_iso()))
         return status
@@ -351,7 +450,12 @@ def run_sweep(
         runner.check_data()  # numpy only: a bad data file fails here, before TensorFlow starts
         if on_preflight is not None:
             on_preflight()
-        runner.preflight()
+        runner.prepare_first_run()  # its TensorFlow import overlaps the probe's
+        try:
+            runner.preflight()
+        except BaseException:
+            runner.discard_standby()
+            raise
 
     if overwrite:
         check()  # before the old file is replaced: a failed check must not cost it

@@ -1,12 +1,14 @@
 """Entry points of the training child process: the only place TensorFlow is imported.
 
 The parent (CLI or GUI) starts one child per run with multiprocessing's spawn context, so
-a crash or an out-of-memory kill takes only that run with it. The child sends event dicts
-(core/events.py) through a one-way pipe and watches a stop flag between steps.
+a crash or an out-of-memory kill takes only that run with it. A run's child may be started while
+the previous run trains (a standby: it imports TensorFlow and loads the data, then waits for its run).
+The child sends event dicts (core/events.py) through a one-way pipe and watches a stop flag between steps.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import signal
@@ -15,6 +17,7 @@ from typing import Any
 
 from batchlab.core.events import RUN_ENDED, log_event, make_event, now_iso
 from batchlab.core.spec import RunSpec, SpecError, SweepSpec
+from batchlab.core.training.startup import StartupClock
 
 PROBE_RESULT = "probe_result"
 PROBE_ERROR = "probe_error"
@@ -149,15 +152,64 @@ def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True, 
         conn.close()
 
 
-def run_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: int = 0) -> None:
-    """Train one run and stream its events to the parent, `niceness` below the parent's CPU priority."""
+def run_main(
+    run_dict: dict,
+    conn,
+    stop_event,
+    log_path: str | None,
+    niceness: int = 0,
+    go=None,
+    launched_at: float = math.nan,
+) -> None:
+    """Train one run and stream its events to the parent, `niceness` below the parent's CPU priority.
 
-    def train(run, send, should_stop, tf_device, nvml_index, device_name):
-        from batchlab.core.training.trainer import train_run
+    With `go` (the read end of a pipe) the child first imports TensorFlow and loads the data, then
+    waits for the parent's request ({"requested_at": time.time(), "child": "fresh"|"standby"}) before
+    it builds the model and trains: started ahead of its run, it is a standby that took its start-up
+    off the sweep's critical path. None (or the pipe closed) instead of a request: exit untrained.
+    Every phase is timed (core/training/startup.py) and recorded with the run.
+    """
+    startup = StartupClock(launched_at)
+    _enter_child(niceness, log_path)
+    index = run_dict.get("index")
+    waiting = go is not None
+    try:
+        # Inside the try: rebuilding the spec checks the data file again, which may be gone by now.
+        run = RunSpec.from_dict(run_dict)
+        _set_device_environment(run.sweep.device)
+        with startup.phase("import"):
+            tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
+            from batchlab.core.training.trainer import load_run_data, train_run
+        with startup.phase("data"):
+            data = load_run_data(run)
+        startup.ready()
+        if waiting:
+            waiting = False
+            if not _wait_for_request(go, startup):
+                return
+        train_run(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name, data=data, startup=startup)
+    except Exception as e:  # failures before training started; the sweep goes on with the next run
+        if waiting and not _wait_for_request(go, startup):
+            return  # a standby that failed and was never asked for: nothing to report
+        _report_setup_failure(conn, index, e)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.close()
 
-        train_run(run, send, should_stop, tf_device, nvml_index, device_name)
 
-    _child_main(run_dict, conn, stop_event, log_path, niceness, train)
+def _wait_for_request(go, startup: StartupClock) -> bool:
+    """Block until the parent asks for the run (True) or lets this standby go (False)."""
+    try:
+        request = go.recv()
+    except (EOFError, OSError):
+        return False
+    finally:
+        go.close()
+    if not request:
+        return False
+    startup.requested(request["requested_at"], request["child"])
+    return True
 
 
 def lr_find_main(
@@ -174,15 +226,35 @@ def lr_find_main(
     _child_main(run_dict, conn, stop_event, log_path, niceness, train)
 
 
-def _child_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: int, train) -> None:
-    """A child's life around `train(run, send, should_stop, tf_device, nvml_index, device_name)`: priority,
-    signals, log, TensorFlow set up, and a run_ended for a failure before training started."""
+def _enter_child(niceness: int, log_path: str | None) -> None:
+    """Priority, signals and log of a training child, first thing in it."""
     if niceness > 0:
         # Before TensorFlow starts any thread: on Linux the nice value is per thread and inherited.
         os.nice(niceness)
     # Ctrl-C reaches the whole process group; the parent decides, and tells us through stop_event.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)
+
+
+def _report_setup_failure(conn, index, e: Exception) -> None:
+    """A failure before training started: its message, traceback and the run's end, to the parent."""
+    import traceback
+
+    from batchlab.core.training.failures import classify_failure, traceback_text
+
+    traceback.print_exc()
+    message = e.args[0] if isinstance(e, SpecError) else f"{type(e).__name__}: {e}"
+    message = str(message).splitlines()[0] if str(message) else type(e).__name__
+    conn.send(log_event("error", message, run=index))
+    conn.send(log_event("error", traceback_text(e), run=index))
+    status = classify_failure(e)
+    conn.send(make_event(RUN_ENDED, run=index, status=status, message=message, ended=now_iso()))
+
+
+def _child_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness: int, train) -> None:
+    """A child's life around `train(run, send, should_stop, tf_device, nvml_index, device_name)`: priority,
+    signals, log, TensorFlow set up, and a run_ended for a failure before training started."""
+    _enter_child(niceness, log_path)
     index = run_dict.get("index")
     try:
         # Inside the try: rebuilding the spec checks the data file again, which may be gone by now.
@@ -191,17 +263,7 @@ def _child_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness
         tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
         train(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name)
     except Exception as e:  # failures before training started; the sweep goes on with the next run
-        import traceback
-
-        from batchlab.core.training.failures import classify_failure, traceback_text
-
-        traceback.print_exc()
-        message = e.args[0] if isinstance(e, SpecError) else f"{type(e).__name__}: {e}"
-        message = str(message).splitlines()[0] if str(message) else type(e).__name__
-        conn.send(log_event("error", message, run=index))
-        conn.send(log_event("error", traceback_text(e), run=index))
-        status = classify_failure(e)
-        conn.send(make_event(RUN_ENDED, run=index, status=status, message=message, ended=now_iso()))
+        _report_setup_failure(conn, index, e)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

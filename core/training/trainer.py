@@ -52,6 +52,7 @@ from batchlab.core.training.hooks import (
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
 from batchlab.core.training.noise_scale import NoiseScaleProbe, make_noise_probe
 from batchlab.core.training.schedules import RunSchedule, build_schedule
+from batchlab.core.training.startup import StartupClock
 from batchlab.core.training.workloads import accumulation_fields, build_model
 
 Emit = Callable[[dict[str, Any]], None]
@@ -197,11 +198,18 @@ class RunSetup:
         return math.ceil(self.samples / self.run.batch_size)
 
 
-def prepare_run(run: RunSpec, emit: Emit) -> RunSetup:
-    """Seed, load the data and build the model; the notes on how data was fitted to it go to the log."""
+def load_run_data(run: RunSpec):
+    """The run's arrays (core.datasets.PreparedData): the same for every run of a sweep."""
+    spec = run.sweep
+    return prepare_arrays(load_spec_data(spec), spec.workload, spec.samples, spec.val_samples, spec.scale)
+
+
+def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
+    """Seed, load the data (unless given, from load_run_data) and build the model; the notes on how data
+    was fitted to it go to the log."""
     spec = run.sweep
     tf.keras.utils.set_random_seed(run.seed)
-    data = prepare_arrays(load_spec_data(spec), spec.workload, spec.samples, spec.val_samples, spec.scale)
+    data = load_run_data(run) if data is None else data
     steps_per_epoch = math.ceil(data.x_train.shape[0] / run.batch_size)
     total_steps = spec.budget.steps(data.x_train.shape[0], run.batch_size)  # with a target: the most it may train
     # run.lr: the spec's lr, or with lr_from the lr-find suggestion for this batch size
@@ -546,15 +554,22 @@ def train_run(
     tf_device: str | None,
     nvml_index: int | None,
     device_name: str,
+    data=None,
+    startup: StartupClock | None = None,
 ) -> None:
-    """Train one run, emitting run_started, steps, epoch_ended and finally run_ended (also on failure)."""
+    """Train one run, emitting run_started, steps, epoch_ended and finally run_ended (also on failure).
+
+    `data`: the run's arrays if the child loaded them already (load_run_data); `startup`: the child's
+    start-up clock, which times the model build and the pipeline here and goes into run_started."""
     hooks = standard_hooks(run.index, emit, tf_device, nvml_index)
     end: dict[str, Any] = {"status": "ok", "message": ""}
     engine = None
+    clock = startup if startup is not None else StartupClock()
     try:
         # Loading, building and copying the data are inside: their failures (a data file removed
         # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
-        setup = prepare_run(run, emit)
+        with clock.phase("model"):
+            setup = prepare_run(run, emit, data)
         rates = learning_rate_hook(setup)
         hooks.hooks.insert(0, rates)  # before StepLog, which copies the rows
         batches = None
@@ -564,7 +579,8 @@ def train_run(
         noise = make_noise_probe(setup, emit)
         if noise is not None:
             hooks.hooks.insert(len(hooks.hooks) - 1, noise)  # before RunEvents: its rows go before run_ended
-        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise, batches)
+        with clock.phase("pipeline"):
+            engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise, batches)
         budget = run.sweep.budget
         planned_steps = budget.steps(setup.samples, run.batch_size)
         planned_epochs = budget.epochs(setup.samples, run.batch_size)
@@ -601,6 +617,7 @@ def train_run(
                 **execution_fields(run, setup.model),
                 **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
                 **(setup.batch_plan.attrs() if setup.batch_plan is not None else {}),
+                **(startup.fields() if startup is not None else {}),
             }
         )
         if setup.batch_plan is None:

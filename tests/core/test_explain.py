@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 from batchlab.core.analysis.explain import explain_sweep
+from batchlab.core.analysis.startup import one_time_costs
 from batchlab.core.analysis.step_time import sweep_step_time
 from batchlab.core.events import make_event
 from batchlab.core.model import SweepData
@@ -151,3 +152,40 @@ def test_report_of_a_real_sweep_prints_alpha_beta_and_the_knee(tmp_path):
         assert "no knee" in text
     assert "MFLOP per training sample" in text  # the child counted the model's FLOPs
     assert "no matmul peak is measured" in text  # an empty cache: no utilisation claimed
+
+
+def test_one_time_costs_are_said_phase_by_phase_per_kind_of_child():
+    # Run 1 in a fresh child, runs 2-4 in standby children that had started, imported and loaded ahead.
+    sweep = synthetic_sweep()
+    phases = {"process": 0.3, "import": 2.9, "data": 0.2, "model": 0.4, "pipeline": 0.1}
+    for run in sweep.ordered_runs():
+        run.attrs.update({f"startup_{k}_s": v for k, v in phases.items()})
+        fresh = run.index == 0
+        run.attrs.update(
+            child="fresh" if fresh else "standby",
+            startup_prepared_s=0.0 if fresh else 3.4,
+            startup_s=3.95 if fresh else 0.55,  # request -> first step begins
+        )
+    fresh = one_time_costs(sweep.runs[0])
+    # the first step: 0.1 ms fetch + 0.8 s traced step; tracing = 0.8 s - the median untraced step at batch 8
+    assert fresh.paid == pytest.approx(3.95 + 0.8001)
+    assert fresh.tracing == pytest.approx(0.8 - (ALPHA + BETA * 8))
+    assert fresh.rest == pytest.approx(fresh.paid - 3.9 - fresh.tracing)
+    standby = one_time_costs(sweep.runs[3])
+    assert standby.ahead == pytest.approx(3.4) and standby.rest == pytest.approx(1.3501 - 0.5 - standby.tracing)
+    text = "\n".join(explain_sweep(sweep))
+    assert (
+        "Before its first step ended, run 1 (a fresh child, started when its run was asked for) paid 4.8 s: "
+        "process start 0.3 s, TensorFlow import 2.9 s, data 0.2 s, model build 0.4 s, input pipeline 0.1 s, "
+        "tracing 0.8 s, the rest 0.052 s." in text
+    )
+    assert "runs 2, 3, 4 (a standby child, started ahead" in text
+    assert (
+        "paid 1.4 s (median): model build 0.4 s, input pipeline 0.1 s, tracing 0.8 s, the rest 0.055 s; its "
+        "process start 0.3 s, TensorFlow import 2.9 s, data 0.2 s (3.4 s of them ahead of the request)" in text
+    )
+    assert "gaps between runs" not in text
+    # a standby still importing when asked for: what it made the run wait is said
+    for run in sweep.ordered_runs()[1:]:
+        run.attrs["startup_prepared_s"] = 2.4
+    assert "waiting for the standby to finish its start-up 1.0 s" in "\n".join(explain_sweep(sweep))

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import batchlab.core
@@ -45,6 +46,7 @@ from batchlab.core.runfile.reader import read_run_file, status_if_writer_gone
 from batchlab.core.runfile.writer import STEP_CHUNK
 from batchlab.core.spec import SpecError, SweepSpec
 from batchlab.core.table import format_table, summary_rows
+from batchlab.core.training.startup import StartupClock
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = SweepSpec(batch_sizes=(16, 64, 256), samples=1024, val_samples=256)
@@ -581,6 +583,7 @@ def documented_sweep() -> list[dict]:
             event.update(BatchPlan("grow", event["batch_size"], 2.0, 1, 64).attrs())  # and a batch schedule its plan
             event.update(task="classification", targets="class indices")
             event.update(noise_scale_every=20, noise_scale_parts=4)
+            event.update(StartupClock(launched_at=time.time() - 1.0).fields())  # child kind and start-up phases
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
     evaluation = {name: 1 for name in EVAL_COLUMN_NAMES}

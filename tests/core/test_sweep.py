@@ -4,6 +4,7 @@ Each run starts a child that imports TensorFlow, so these tests keep models and 
 """
 
 import math
+import multiprocessing
 import os
 import signal
 import threading
@@ -11,7 +12,10 @@ import threading
 import h5py
 import numpy as np
 import pytest
+from batchlab.core.analysis.startup import PHASES as STARTUP_PHASES
+from batchlab.core.analysis.startup import one_time_costs
 from batchlab.core.events import SKIPPED_MESSAGE
+from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import SpecError, build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
@@ -94,6 +98,7 @@ def test_out_of_memory_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert run_sweep(spec, out) == "complete"
     record = read_run_file(out)
     assert [r.status for r in record.runs] == ["oom", "oom"]
+    assert record.runs[1].attrs["child"] == "fresh"  # never the standby started while a failing run trained
     assert "OOM when allocating" in record.runs[0].message
     rows = summary_rows(record)
     assert rows[1]["status"] == "oom"
@@ -131,6 +136,15 @@ def test_a_killed_child_is_recorded_as_crashed_then_stop_interrupts_cleanly(tmp_
     assert record.status == "interrupted"
     crashed, interrupted, skipped = record.runs
     assert crashed.status == "crashed" and "SIGKILL" in crashed.message
+    # the first run's child got ready during the probe; after the crash the next run starts in a fresh
+    # process (its standby, started while the crashed run trained, is let go), and no child outlives the sweep
+    assert crashed.attrs["child"] == "standby" and interrupted.attrs["child"] == "fresh"
+    assert not multiprocessing.active_children()
+    # a fresh child pays every start-up phase after its request, one after another, then traces in its first
+    # step: together no more than the time from the request to the end of that step
+    costs = one_time_costs(SweepData.from_file(out).runs[1])
+    assert all(costs.phases[name] > 0 for name, _ in STARTUP_PHASES) and costs.tracing > 0 and costs.ahead == 0
+    assert sum(costs.phases.values()) + costs.tracing <= costs.paid
     assert interrupted.status == "interrupted"
     assert interrupted.attrs["nice"] == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
     assert len(interrupted.steps["loss"]) > 0  # what was measured before the stop is kept
