@@ -80,6 +80,14 @@ class _RunChild:
             self.go.close()
 
 
+def _reap(process: multiprocessing.process.BaseProcess) -> None:
+    """Wait for a child whose run ended to exit; kill it if it does not within the grace period."""
+    process.join(timeout=STOP_GRACE_SECONDS)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
 def _end_process(process: multiprocessing.process.BaseProcess) -> None:
     """Kill a child that has not trained (a standby let go) and reap it."""
     if process.is_alive():
@@ -100,6 +108,7 @@ class SweepRunner:
         self.spec = spec
         self.standby = standby
         self._standby: _RunChild | None = None  # the next run's child, getting ready
+        self._exiting: list[multiprocessing.process.BaseProcess] = []  # children whose run ended, still exiting
         self.niceness = max(0, int(niceness))
         self.environment: dict[str, Any] | None = None
         self._ctx = multiprocessing.get_context("spawn")
@@ -230,6 +239,8 @@ class SweepRunner:
             raise
         finally:
             self.discard_standby()
+            while self._exiting:
+                _reap(self._exiting.pop())
             sink(make_event(SWEEP_ENDED, status=status, message=message, ended=now_iso()))
         return status
 
@@ -270,6 +281,10 @@ class SweepRunner:
             with self._lock:
                 self._standby = standby
 
+    def _on_cpu(self) -> bool:
+        """The runs train on the CPU (as the probe found), so a finished child's memory is no other's concern."""
+        return str((self.environment or {}).get("device_description", "")).startswith("cpu")
+
     def _can_stand_by(self, run: RunSpec) -> bool:
         """A child may be started ahead of `run`: standby on, no stop, and a child that waits to be asked."""
         return self.standby and not self._stop.is_set() and self._child_entry(run)[0] is run_main
@@ -308,10 +323,12 @@ class SweepRunner:
         """Forward the child's events until its run ends or it dies; the run's status."""
         run, log_path = child.run, child.log_path
         ended = self._pump(child.events, child.process, child.stop, sink)
-        child.process.join(timeout=STOP_GRACE_SECONDS)
-        if child.process.is_alive():
-            child.process.kill()
-            child.process.join()
+        if ended is not None and self._on_cpu():
+            # Its run is over and recorded: on a CPU the next run need not wait for this process to tear
+            # TensorFlow down (memory figures are per process). On a GPU it must: its memory is still held.
+            self._exiting.append(child.process)
+        else:
+            _reap(child.process)
         with self._lock:
             self._child_stop, self._child = None, None
         if ended is not None:
