@@ -1116,7 +1116,14 @@ def _check_learning_rate(p: dict[str, Any], errors: dict[str, SpecError]) -> Non
 def _check_batch_schedule(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
     """A batch schedule the runs can follow: batches that fit the data, a change inside the budget, a rate to decay."""
     schedule = p.get("batch_schedule", "constant")
-    if schedule == "constant" or "batch_schedule" in errors:
+    if "batch_schedule" in errors:
+        return
+    for name, user in (("max_batch", "grow"), ("batch_switch_to", "two_phase")):
+        if p.get(name) is not None and schedule != user and name not in errors:
+            errors[name] = SpecError(
+                name, f"{p[name]} applies to batch_schedule {user} only; set batch_schedule {user} or leave it empty"
+            )
+    if schedule == "constant":
         return
 
     def fail(name: str, message: str) -> None:

@@ -157,6 +157,8 @@ def test_a_batch_schedule_round_trips_through_the_run_files_json(values):
         ({"batch_schedule": "grow", "lr_schedule": "step"}, "lr_schedule", "use lr_schedule constant"),
         ({"batch_schedule": "grow", "lr": ""}, "batch_schedule", "give lr"),
         ({"batch_schedule": "shrink"}, "batch_schedule", "choose constant, grow"),
+        ({"max_batch": 64}, "max_batch", "64 applies to batch_schedule grow only"),
+        ({"batch_schedule": "grow", "batch_switch_to": 64}, "batch_switch_to", "applies to batch_schedule two_phase"),
     ],
 )
 def test_bad_batch_schedules_name_the_field_the_value_and_what_is_allowed(values, field, words):
