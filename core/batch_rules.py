@@ -13,8 +13,9 @@ docs/learning-rates.md (*Batch-size schedules*) describes what a user sets.
   min(max_batch, round(raw)) and the rate is multiplied by max_batch / raw once raw exceeds max_batch.
 - ``two_phase`` (a practitioner's recipe): the run's batch until the validation loss stalls, then
   ``switch_to`` once. "Stalls" is reduce-on-plateau's test (core/lr_rules.Plateau): ``patience``
-  validations in a row not below the best by more than PLATEAU_MIN_DELTA. The epoch-end validation
-  pass is the evaluation; the larger batch starts with the next epoch.
+  evaluations in a row not below the best by more than PLATEAU_MIN_DELTA, counting every epoch
+  end's validation and, with eval_every, every evaluation point; the larger batch starts with the
+  next epoch.
 
 Batches change only at epoch boundaries: an epoch is one pass over the data at one batch size
 (its last batch may be short). Epochs and steps count from 0.
@@ -43,7 +44,7 @@ class BatchPlan:
     growth_every: int = 2  # grow: epochs between change points
     max_batch: int = 0  # grow: the largest batch; past it the rate decays instead
     switch_to: int = 0  # two_phase: the batch once the validation loss stalled
-    patience: int = 2  # two_phase: validations without a better validation loss before the switch
+    patience: int = 2  # two_phase: evaluations without a better validation loss before the switch
     min_delta: float = PLATEAU_MIN_DELTA  # two_phase: a loss must fall by more than this to count as better
 
     def raw_batch(self, epoch: int) -> float:

@@ -109,13 +109,13 @@ SWEEP_OPTIONS = (
         "batch_schedule",
         "constant (default), grow (batch x --batch-growth-factor every --batch-growth-every epochs up to "
         "--max-batch, then the rate decays instead; Smith et al.) or two-phase (--batch-switch-to once the "
-        "validation loss stalls --batch-patience epochs); see docs/learning-rates.md",
+        "validation loss stalls for --batch-patience evaluations); see docs/learning-rates.md",
     ),
     ("--batch-growth-factor", "batch_growth_factor", "grow: multiply the batch by this, > 1 (default 2)"),
     ("--batch-growth-every", "batch_growth_every", "grow: epochs between changes (default 2)"),
     ("--max-batch", "max_batch", "grow: the largest batch, then the rate decays (default: the training samples)"),
     ("--batch-switch-to", "batch_switch_to", "two-phase: the larger batch, above every --batch-sizes value"),
-    ("--batch-patience", "batch_patience", "two-phase: validations without a better loss, then the switch (default 2)"),
+    ("--batch-patience", "batch_patience", "two-phase: evaluations without a better loss, then the switch (default 2)"),
 )
 # Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
 BUDGET_OPTIONS = (

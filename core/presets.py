@@ -53,7 +53,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "batch_growth_every": 2,  # ... every this many epochs
     "max_batch": None,  # grow: the largest batch (then the rate decays); None = the training samples
     "batch_switch_to": None,  # two_phase: the larger batch
-    "batch_patience": 2,  # two_phase: validations without a better validation loss before the switch
+    "batch_patience": 2,  # two_phase: evaluations without a better validation loss before the switch
 }
 
 

@@ -156,7 +156,7 @@ class SweepSpec:
     batch_growth_every: int = _DEFAULTS["batch_growth_every"]  # ... every N epochs
     max_batch: int | None = _DEFAULTS["max_batch"]  # grow: the cap (then the rate decays); None = samples
     batch_switch_to: int | None = _DEFAULTS["batch_switch_to"]  # two_phase: the larger batch
-    batch_patience: int = _DEFAULTS["batch_patience"]  # two_phase: validations without improvement
+    batch_patience: int = _DEFAULTS["batch_patience"]  # two_phase: evaluations without improvement
 
     @property
     def epochs(self) -> int:
@@ -705,7 +705,7 @@ def parse_batch_switch_to(value: Any) -> int | None:
 
 
 def parse_batch_patience(value: Any) -> int:
-    return _int("batch_patience", value, 1, "patience must be a whole number of validations >= 1")
+    return _int("batch_patience", value, 1, "patience must be a whole number of evaluations >= 1")
 
 
 FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {

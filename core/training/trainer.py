@@ -364,6 +364,8 @@ class InstrumentedLoop:
         spent = time.perf_counter() - t0
         self.paused += spent
         self.eval_total += spent
+        if self.batches is not None:  # two_phase counts every evaluation's validation loss
+            self.batches.observe(float(val_logs["val_loss"]))
         return self.evals.record(wall, train_wall, spent, val_logs, at_epoch_end=False)
 
     def _epoch(self, epoch: int) -> bool:

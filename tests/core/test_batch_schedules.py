@@ -113,6 +113,14 @@ def test_the_hook_switches_two_phase_at_the_next_epoch_and_hands_grows_decay_to_
     assert [e["message"] for e in events if e["type"] == LOG] == [
         "batch size 16 -> 64 from step 14 (epoch 2, two_phase)"
     ]
+    # with eval_every, evaluation points inside an epoch count too; the switch waits for the next epoch
+    mid = BatchSchedule(BatchPlan("two_phase", start=16, switch_to=64, patience=2), 0, events.append)
+    assert mid.batch_for_epoch(0, 0) == 16
+    for loss in (1.0, 1.0, 1.0):  # two evaluation points not better than the first
+        mid.observe(loss)
+    assert mid.switched_at == 1
+    mid.on_epoch_end(0, {"val_loss": 0.1})  # the epoch end no longer matters
+    assert mid.batch_for_epoch(1, 7) == 64
     rates = LearningRateLog(LrPlan(0.1, 0.1, 0, "constant", 100, 0.1, 10))
     grow = BatchSchedule(BatchPlan("grow", start=16, growth_factor=2.0, growth_every=1, max_batch=32), 0, print, rates)
     row: dict = {}
