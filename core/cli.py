@@ -472,9 +472,8 @@ def _budget_values(args: argparse.Namespace) -> dict[str, Any]:
     return {"budget_unit": unit, "epochs": amount}
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
-    from batchlab.core.sweep.runner import SweepRunner, run_sweep
-
+def sweep_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The spec values `batchlab sweep` options give (None: not given, the preset's); the window builds the same."""
     values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
     values["shuffle"] = args.shuffle
     values["keep_training"] = args.keep_training
@@ -482,7 +481,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     values["nesterov"] = args.nesterov
     values["xla"] = args.xla
     values["mixed_precision"] = args.mixed_precision
-    spec = build_spec(values)
+    return values
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from batchlab.core.sweep.runner import SweepRunner, run_sweep
+
+    spec = build_spec(sweep_values(args))
     if args.out:
         out = check_run_file(args.out, overwrite=args.overwrite)
     else:

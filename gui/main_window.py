@@ -53,6 +53,7 @@ STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cl
 LOG_LIMIT = 5000  # lines kept in the log panel
 CANNOT_RUN = "Cannot run yet:"  # the status bar's start when Ctrl+R explains invalid fields
 SETUP_MAX_PX = 440  # the setup panel's first width at most (it scrolls when the splitter makes it narrower)
+BOOL_SETTINGS = ("shuffle", "nesterov", "keep_training")  # setup checkboxes kept in the last setup
 
 
 class MainWindow(FileActionsMixin, QMainWindow):
@@ -501,7 +502,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         s.setValue("window/state", self.saveState())
         s.setValue("window/splitter", self.splitter.saveState())
         s.setValue("window/right_splitter", self.right_splitter.saveState())
-        values = {k: v for k, v in self.setup.values().items() if not isinstance(v, bool) or k == "shuffle"}
+        values = {k: v for k, v in self.setup.values().items() if not isinstance(v, bool) or k in BOOL_SETTINGS}
         s.setValue("setup/last_spec", json.dumps(values))
         s.setValue("files/output_dir", str(Path(self.setup.output_path() or self.setup.output_dir).parent))
         s.sync()

@@ -23,6 +23,7 @@ from batchlab.core.spec import (
     spec_errors,
 )
 from batchlab.core.spec_diff import show_value
+from batchlab.gui.convergence_fields import SHOWN_UNDER, ConvergenceFields
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -60,7 +61,7 @@ def output_error(path: str) -> str | None:
     return problem.message if problem else None
 
 
-class SetupPanel(QScrollArea):
+class SetupPanel(ConvergenceFields, QScrollArea):
     """All setup fields; `validity_changed(bool)` after every edit, `errors` holds the current messages."""
 
     validity_changed = Signal(bool)
@@ -83,13 +84,14 @@ class SetupPanel(QScrollArea):
         self._build_experiment(layout)
         self._build_batches(layout)
         self._build_optimizer(layout)
+        self._build_convergence(layout)
         self._build_output(layout)
         layout.addStretch(1)
         self.setWidget(body)
         self.setWidgetResizable(True)
         for combo in body.findChildren(QComboBox):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(4)
+            combo.setMinimumContentsLength(combo.minimumContentsLength() or 4)  # unless set when built
         # No minimum width of its own: a narrow window scrolls the panel sideways instead of clipping it.
         self.apply_preset(next(iter(PRESETS)))
 
@@ -103,14 +105,19 @@ class SetupPanel(QScrollArea):
         layout.addWidget(box)
         return form
 
-    def _row(self, form: QFormLayout, field: str, label: str, editor: QWidget, *extra: QWidget) -> None:
-        """A labelled editor with the field's error message underneath (hidden while valid)."""
+    def _row(
+        self, form: QFormLayout, field: str, label: str, editor: QWidget, *extra: QWidget, before: tuple = ()
+    ) -> None:
+        """A labelled editor (with `before` and `extra` widgets beside it) and the field's error message
+        underneath (hidden while valid)."""
         holder = QWidget()
         col = QVBoxLayout(holder)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(1)
         line = QHBoxLayout()
         line.setSpacing(3)
+        for w in before:
+            line.addWidget(w)
         line.addWidget(editor, 1)
         for w in extra:
             line.addWidget(w)
@@ -123,10 +130,14 @@ class SetupPanel(QScrollArea):
         col.addWidget(error)
         form.addRow(label, holder)
         self._rows[field] = (form, holder)
-        editor.setObjectName(field)
-        self._editors[field] = editor
         self._labels[field] = label
         self._error_labels[field] = error
+        self._register(field, editor)
+
+    def _register(self, field: str, editor: QWidget) -> None:
+        """An editor of a spec field: named for it, filled by set_values, validated when it changes."""
+        editor.setObjectName(field)
+        self._editors[field] = editor
         if isinstance(editor, QLineEdit):
             editor.textChanged.connect(self._changed)
         elif isinstance(editor, QComboBox):
@@ -251,7 +262,8 @@ class SetupPanel(QScrollArea):
     def _build_batches(self, layout: QVBoxLayout) -> None:
         form = self._group(layout, "Budget and batch sizes")
         self.epochs = QLineEdit()
-        self._row(form, "epochs", "Epochs", self.epochs)
+        self._row(form, "epochs", "Epochs", self.epochs, self._build_budget_unit())
+        self._register("budget_unit", self.budget_unit)
         self.batch_sizes = QLineEdit()
         self.batch_sizes.setPlaceholderText("e.g. 8, 16, 32, 64")
         self.batch_sizes.setToolTip("Batch sizes to compare, separated by commas or spaces")
@@ -281,7 +293,9 @@ class SetupPanel(QScrollArea):
         self.lr.setPlaceholderText("optimizer default")
         self._row(form, "lr", "Learning rate", self.lr)
         self.momentum = QLineEdit()
-        self._row(form, "momentum", "Momentum", self.momentum)
+        self.nesterov = QCheckBox("Nesterov")
+        self._row(form, "momentum", "Momentum", self.momentum, self.nesterov)
+        self._build_optimizer_extras(form)
         self.seeds = QLineEdit()
         self._row(form, "seeds", "Seeds", self.seeds)
         self.shuffle = QCheckBox("shuffle batches each epoch")
@@ -343,12 +357,14 @@ class SetupPanel(QScrollArea):
         """Scroll to a field and put the keyboard focus in it."""
         editor = self._editors.get(field)
         if editor is not None:
+            if self.convergence.isAncestorOf(editor):
+                self.convergence.set_expanded(True)
             self.ensureWidgetVisible(editor)
             editor.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def has_field(self, name: str) -> bool:
         """True if `name` is a spec field this panel shows (so its error can be shown beside it)."""
-        return name in self._error_labels
+        return name in self._error_labels or name in SHOWN_UNDER
 
     def values(self) -> dict[str, Any]:
         """The spec fields as typed (strings), ready for core.spec.build_spec / spec_errors."""
@@ -374,6 +390,7 @@ class SetupPanel(QScrollArea):
             "target_column": self.target_column.text() if self._is_csv() else None,
             "val_fraction": (self.val_fraction.text().strip() or None) if self._is_csv() else None,
             "scale": self.scale.text(),
+            **self._convergence_values(),
         }
 
     def _applies(self, field: str) -> bool:
@@ -381,9 +398,10 @@ class SetupPanel(QScrollArea):
         optimizer = self.optimizer.currentText()
         if field == "momentum":
             return optimizer in MOMENTUM_OPTIMIZERS
-        if field == "lr":
-            return optimizer != MODEL_OPTIMIZER
-        return True
+        if field == "lr":  # an lr-find file gives each batch size its own rate instead
+            return optimizer != MODEL_OPTIMIZER and not self.lr_from.text().strip()
+        own = self._convergence_applies(field)
+        return True if own is None else own
 
     def _data_value(self) -> str:
         value = self.data.currentData()
@@ -406,8 +424,7 @@ class SetupPanel(QScrollArea):
         self.validate()
 
     def _set(self, field: str, value: Any) -> None:
-        if field == "budget" and isinstance(value, dict):
-            self._set("epochs", value.get("amount"))
+        if self._set_convergence(field, value):
             return
         editor = self._editors.get(field)
         if editor is None:
@@ -415,6 +432,8 @@ class SetupPanel(QScrollArea):
         if isinstance(value, (list, tuple)):
             value = ", ".join(str(v) for v in value)
         text = "" if value is None else str(value)
+        if isinstance(value, float) and value.is_integer():
+            text = str(int(value))  # a run file's warmup 2.0 reads as 2
         if isinstance(editor, QLineEdit):
             editor.setText(text)
         elif isinstance(editor, QCheckBox):
@@ -422,6 +441,11 @@ class SetupPanel(QScrollArea):
         elif field == "data":
             self._select_data(text or "bundled")
         elif isinstance(editor, QComboBox):
+            if field in FIELD_PARSERS and editor.findData(text) < 0:
+                try:  # a name the parser knows another way: "srsr" is sqrt, "GPU" is gpu:0
+                    text = str(FIELD_PARSERS[field](text))
+                except SpecError:
+                    pass
             index = editor.findData(text)
             index = index if index >= 0 else editor.findText(text)
             if index < 0 and field == "device":
@@ -466,15 +490,23 @@ class SetupPanel(QScrollArea):
             return []
         defaults = preset_values({"preset": name})
         out = []
-        for field, value in self.values().items():
-            if field in NOT_PRESET_SETTINGS or field not in FIELD_PARSERS or value is None:
+        values = self.values()
+        units = (values["budget_unit"], defaults.get("budget_unit") or "epochs")
+        for field, value in values.items():
+            if field in NOT_PRESET_SETTINGS or field not in FIELD_PARSERS or value is None or field == "budget_unit":
                 continue
             try:
                 now, preset = FIELD_PARSERS[field](value), FIELD_PARSERS[field](defaults.get(field))
             except SpecError:
                 continue
-            if show_value(now) != show_value(preset):
-                out.append(f"{field.replace('_', ' ')} {show_value(now)} (preset: {show_value(preset)})")
+            now_text, preset_text = (
+                show_value(v) if v is not None or field != "target" else "none" for v in (now, preset)
+            )
+            if field == "epochs" and units[0] != units[1]:  # the budget's kind changed: say both kinds
+                out.append(f"budget {now_text} {units[0]} (preset: {preset_text} {units[1]})")
+            elif now_text != preset_text:
+                name = units[0] if field == "epochs" else field.replace("_", " ")
+                out.append(f"{name} {now_text} (preset: {preset_text})")
         return out
 
     def new_output_name(self, force: bool = True) -> None:
@@ -529,16 +561,26 @@ class SetupPanel(QScrollArea):
             form.setRowVisible(row, self._is_csv())
         self.sync.setEnabled(values["loop"] != "fit")  # fit waits for the device after every step
         self.momentum.setEnabled(self._applies("momentum"))
-        self.momentum.setToolTip("" if self._applies("momentum") else "only sgd and rmsprop use a momentum")
+        self.momentum.setToolTip(
+            "" if self._applies("momentum") else f"only {', '.join(MOMENTUM_OPTIMIZERS)} use a momentum"
+        )
         self.lr.setEnabled(self._applies("lr"))
-        self.lr.setToolTip("" if self._applies("lr") else "the model file's optimizer keeps its own learning rate")
+        lr_why = "the model file's optimizer keeps its own learning rate"
+        if values["optimizer"] != MODEL_OPTIMIZER:
+            lr_why = "each batch size's rate comes from the lr-find file under Rates from"
+        self.lr.setToolTip("" if self._applies("lr") else lr_why)
+        self._update_convergence(values, errors)
         self._show_description()
         self.values_changed.emit()
         return not errors
 
     def show_errors(self, errors: dict[str, str]) -> None:
         """Show these messages beside their fields (also used for errors the sweep reports at start)."""
-        self.errors = dict(errors)
+        errors = dict(errors)
+        for field, shown_under in SHOWN_UNDER.items():  # a field beside another's editor: under that one
+            if field in errors:
+                errors.setdefault(shown_under, errors.pop(field))
+        self.errors = errors
         for field, label in self._error_labels.items():
             message = errors.get(field, "")
             label.setText(message)

@@ -1,0 +1,285 @@
+"""The setup panel's convergence fields: budget kind, train to target, learning-rate rule, warmup, schedule,
+Nesterov, weight decay and lr-find rates (issue 9). Mixed into SetupPanel, which provides `_row`, `_register`,
+the optimizer combo and validation; every value is checked by core.spec, the CLI's own parsers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from batchlab.core.lr_rules import LR_SCHEDULES, WARMUP_UNITS
+from batchlab.core.spec import (
+    BUDGET_UNITS,
+    MODEL_OPTIMIZER,
+    NESTEROV_OPTIMIZERS,
+    WEIGHT_DECAY_OPTIMIZERS,
+)
+from batchlab.core.targets import TARGET_METRICS
+from batchlab.core.targets import parse_target as parse_target_text
+from batchlab.gui.collapsible import Collapsible
+from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QLineEdit, QPushButton, QVBoxLayout
+
+NO_TARGET = ""  # the target metric combo's "none": train the whole budget
+RULE_CHOICES = [
+    ("constant", "constant (BLR): lr at every batch size"),
+    ("linear", "linear (LSR): lr x B/B0"),
+    ("sqrt", "square root (SRSR): lr x sqrt(B/B0)"),
+]
+SCHEDULE_CHOICES = [
+    ("constant", "constant (after any warmup)"),
+    ("step", "step: x factor every N epochs"),
+    ("cosine", "cosine: to 0 at the end of the budget"),
+    ("plateau", "plateau: x factor when val loss stalls"),
+]
+# Fields shown beside another field's editor: their (rare) errors are shown under that field.
+SHOWN_UNDER = {"budget_unit": "epochs", "warmup_unit": "warmup", "nesterov": "momentum"}
+_TARGET_SPLIT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:<=|>=|=|<|>)\s*(.*)$")
+RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
+
+
+class ConvergenceFields:
+    """Builds and reads the convergence fields; see the module docstring."""
+
+    # ------------------------------------------------------------ building
+
+    def _build_budget_unit(self) -> QComboBox:
+        """The budget kind, shown beside the amount (the spec's `epochs` field holds any kind's amount)."""
+        self.budget_unit = QComboBox()
+        for unit in BUDGET_UNITS:
+            self.budget_unit.addItem(unit, unit)
+        self.budget_unit.setToolTip(
+            "What the budget counts: epochs, optimizer steps, or training examples (a steps or examples "
+            "budget may end inside an epoch). With a target it is the most a run may train."
+        )
+        return self.budget_unit
+
+    def _build_optimizer_extras(self, form) -> None:
+        """Nesterov beside the momentum, and the weight decay row (after the momentum row)."""
+        self._register("nesterov", self.nesterov)
+        self.weight_decay = QLineEdit()
+        self.weight_decay.setPlaceholderText("the optimizer's own default")
+        self._row(form, "weight_decay", "Weight decay", self.weight_decay)
+
+    def _build_convergence(self, layout: QVBoxLayout) -> None:
+        self.convergence = Collapsible("Convergence: target, learning-rate rule, schedule")
+        self.convergence.setObjectName("convergence")
+        layout.addWidget(self.convergence)
+        form = self.convergence.form
+        self.target_metric = QComboBox()
+        self.target_metric.setObjectName("target_metric")
+        self._fill_target_metrics(())
+        self.target_metric.setToolTip(
+            "Train each run until this metric is strictly better than the value (Shallue et al.'s rule); "
+            "losses and the error are met below the value, accuracy above it"
+        )
+        self.target_metric.currentIndexChanged.connect(self._changed)
+        self.target = QLineEdit()
+        self.target.setPlaceholderText("value, e.g. 0.98")
+        self._row(form, "target", "Target", self.target, before=(self.target_metric,))
+        self.eval_every = QLineEdit()
+        self.eval_every.setPlaceholderText("at epoch ends only")
+        self.eval_every.setToolTip("Evaluate every N optimizer steps (and at every epoch end); blank: epoch ends")
+        self._row(form, "eval_every", "Evaluate every (steps)", self.eval_every)
+        self.keep_training = QCheckBox("train on to the budget after the target")
+        self._row(form, "keep_training", "", self.keep_training)
+        self.lr_rule = self._choice_row(
+            form, "lr_rule", "Learning-rate rule", RULE_CHOICES, "How each batch size B gets its rate from lr at B0"
+        )
+        self.lr_base_batch = QLineEdit()
+        self.lr_base_batch.setPlaceholderText("the smallest batch size")
+        self._row(form, "lr_base_batch", "Base batch B0", self.lr_base_batch)
+        self.warmup = QLineEdit()
+        self.warmup.setToolTip("Linear warmup from lr to the rule's rate for the batch size (Goyal et al.)")
+        self.warmup_unit = QComboBox()
+        for unit in WARMUP_UNITS:
+            self.warmup_unit.addItem(unit, unit)
+        self._row(form, "warmup", "Warmup", self.warmup, self.warmup_unit)
+        self._register("warmup_unit", self.warmup_unit)
+        self.lr_schedule = self._choice_row(
+            form,
+            "lr_schedule",
+            "Schedule",
+            [c for c in SCHEDULE_CHOICES if c[0] in LR_SCHEDULES],
+            "What the rate does after warmup",
+        )
+        self.lr_decay_factor = QLineEdit()
+        self._row(form, "lr_decay_factor", "Decay factor", self.lr_decay_factor)
+        self.lr_decay_every = QLineEdit()
+        self._row(form, "lr_decay_every", "Decay every (epochs)", self.lr_decay_every)
+        self.lr_patience = QLineEdit()
+        self._row(form, "lr_patience", "Patience (epochs)", self.lr_patience)
+        self.lr_from = QLineEdit()
+        self.lr_from.setPlaceholderText("an lr-find run file: each batch size's own rate")
+        self.lr_from.setToolTip(
+            "Train each batch size at the rate an LR range test suggested for it (batchlab lr-find, or "
+            "Range test… here); replaces the learning rate"
+        )
+        browse = QPushButton("…")
+        browse.setMaximumWidth(browse.fontMetrics().horizontalAdvance("…") + 24)
+        browse.setObjectName("choose_lr_from")
+        browse.setToolTip("Choose an lr-find run file")
+        browse.clicked.connect(self._choose_lr_from)
+        self.range_test_button = QPushButton("Range test…")
+        self.range_test_button.setObjectName("range_test")
+        self.range_test_button.setToolTip("Run an LR range test for these batch sizes and use its rates")
+        self._row(form, "lr_from", "Rates from", self.lr_from, browse)
+        form.addRow("", self.range_test_button)
+        self.range_test_button.setVisible(False)  # shown once the range-test dialog is wired (gui/lr_find_view.py)
+        self.convergence.set_expanded(False)
+        for combo in (self.target_metric, self.lr_rule, self.lr_schedule):
+            combo.setMinimumContentsLength(10)  # the panel sets 4 on every combo; "val_accuracy" needs more
+
+    def _fill_target_metrics(self, extra: tuple[str, ...]) -> None:
+        """The target metrics: none, the built-in ones, then `extra` (a user model's val_NAME metrics)."""
+        current = self.target_metric.currentData()
+        names = list(TARGET_METRICS) + [m for m in extra if m not in TARGET_METRICS]
+        if [self.target_metric.itemData(i) for i in range(1, self.target_metric.count())] == names:
+            return
+        self.target_metric.blockSignals(True)
+        self.target_metric.clear()
+        self.target_metric.addItem("none: train the whole budget", NO_TARGET)
+        for name in names:
+            self.target_metric.addItem(name, name)
+        index = self.target_metric.findData(current)
+        if index < 0 and current:  # a metric the model no longer has: keep it, the spec says why
+            self.target_metric.addItem(current, current)
+            index = self.target_metric.count() - 1
+        self.target_metric.setCurrentIndex(max(0, index))
+        self.target_metric.blockSignals(False)
+
+    # ------------------------------------------------------------ values
+
+    def _convergence_values(self) -> dict[str, Any]:
+        """The convergence fields as spec values. A field that does not apply sends its neutral value
+        ("" = blank, kept blank) or None (the preset's, which that setting then does not use)."""
+        a = self._applies
+        metric = self.target_metric.currentData()
+        return {
+            "budget_unit": self.budget_unit.currentData(),
+            "target": f"{metric}={self.target.text().strip()}" if metric else "",
+            "eval_every": self.eval_every.text(),
+            "keep_training": self.keep_training.isChecked() and a("keep_training"),
+            "lr_from": self.lr_from.text() if a("lr_from") else "",
+            "lr_rule": self.lr_rule.currentData() if a("lr_rule") else "constant",
+            "lr_base_batch": self.lr_base_batch.text() if a("lr_base_batch") else None,
+            "warmup": self.warmup.text() if a("warmup") else "0",
+            "warmup_unit": self.warmup_unit.currentData(),
+            "lr_schedule": self.lr_schedule.currentData() if a("lr_schedule") else "constant",
+            "lr_decay_factor": self.lr_decay_factor.text() if a("lr_decay_factor") else None,
+            "lr_decay_every": self.lr_decay_every.text() if a("lr_decay_every") else None,
+            "lr_patience": self.lr_patience.text() if a("lr_patience") else None,
+            "nesterov": self.nesterov.isChecked() and a("nesterov"),
+            "weight_decay": self.weight_decay.text() if a("weight_decay") else "",
+        }
+
+    def _convergence_applies(self, field: str) -> bool | None:
+        """Whether a convergence field applies to the other fields' values; None for a field not handled here."""
+        optimizer = self.optimizer.currentText()
+        builds = optimizer != MODEL_OPTIMIZER  # BatchLab builds the optimizer, so it sets the rate
+        rule, schedule = self.lr_rule.currentData(), self.lr_schedule.currentData()
+        applies = {
+            "nesterov": optimizer in NESTEROV_OPTIMIZERS,
+            "weight_decay": optimizer in WEIGHT_DECAY_OPTIMIZERS,
+            "keep_training": bool(self.target_metric.currentData()),
+            "lr_from": builds,
+            "lr_rule": builds,
+            "lr_schedule": builds,
+            "lr_base_batch": builds and rule != "constant",
+            "warmup": builds and rule != "constant",
+            "warmup_unit": builds and rule != "constant",
+            "lr_decay_factor": builds and schedule in ("step", "plateau"),
+            "lr_decay_every": builds and schedule == "step",
+            "lr_patience": builds and schedule == "plateau",
+        }
+        return applies.get(field)
+
+    def _set_convergence(self, field: str, value: Any) -> bool:
+        """Fill a field that needs more than its text (the target, a nested budget); True if handled."""
+        if field == "budget" and isinstance(value, dict):  # a run file's spec: every kind to its own field
+            self._set("budget_unit", value.get("unit") or "epochs")
+            self._set("epochs", value.get("amount"))
+            return True
+        if field == "target":
+            text = "" if value is None else str(value)
+            match = _TARGET_SPLIT.match(text)
+            metric, number = (match.group(1), match.group(2)) if match else (NO_TARGET, text)
+            index = self.target_metric.findData(metric)
+            if index < 0:
+                self.target_metric.addItem(metric, metric)
+                index = self.target_metric.count() - 1
+            self.target_metric.setCurrentIndex(index)
+            self.target.setText(number.strip())
+            return True
+        return False
+
+    # ------------------------------------------------------------ after each validation
+
+    def _update_convergence(self, values: dict[str, Any], errors: dict[str, str]) -> None:
+        """Enable what applies, label the budget by its kind, summarise the section, open it on an error in it."""
+        disabled_because = {
+            "nesterov": f"Nesterov momentum is for {', '.join(NESTEROV_OPTIMIZERS)} only",
+            "weight_decay": f"only {', '.join(WEIGHT_DECAY_OPTIMIZERS)} use a weight decay",
+            "keep_training": "only with a target",
+            "lr_base_batch": "only for the linear and sqrt rules",
+            "warmup": "warmup ramps from lr to the rule's rate: only for the linear and sqrt rules",
+            "warmup_unit": "only for the linear and sqrt rules",
+            "lr_decay_factor": "for the step and plateau schedules",
+            "lr_decay_every": "for the step schedule",
+            "lr_patience": "for the plateau schedule",
+        }
+        for field in ("lr_from", "lr_rule", "lr_schedule"):
+            disabled_because[field] = "the model file's optimizer keeps its own learning rate"
+        for field, why in disabled_because.items():
+            on = bool(self._applies(field))
+            self._editors[field].setEnabled(on)
+            self._editors[field].setToolTip("" if on else why)
+        self.target.setEnabled(bool(self.target_metric.currentData()))
+        self.range_test_button.setEnabled(self._applies("lr_from") and not self.running_range_test())
+        unit = values["budget_unit"] or "epochs"
+        label = ("Max " if values["target"] else "") + unit
+        self._labels["epochs"] = label[0].upper() + label[1:]
+        form, holder = self._rows["epochs"]
+        form.labelForField(holder).setText(self._labels["epochs"])
+        self.convergence.summary.setText(self.convergence_summary(values))
+        section = ("target", "eval_every", "keep_training", "lr_rule", "lr_base_batch", "warmup", "lr_schedule")
+        section += ("lr_decay_factor", "lr_decay_every", "lr_patience", "lr_from")
+        if any(f in errors for f in section) and not self.convergence.expanded:
+            self.convergence.set_expanded(True)
+
+    def running_range_test(self) -> bool:
+        return False
+
+    def convergence_summary(self, values: dict[str, Any]) -> str:
+        """One line saying what the collapsed section holds, e.g. "to val_accuracy > 0.98 every 50 steps · ..."."""
+        parts = []
+        text = values["target"]
+        if text:
+            try:
+                parts.append(f"to {parse_target_text(text).describe()}")
+            except ValueError:
+                parts.append(f"target {text}")
+        else:
+            parts.append("whole budget")
+        if values["eval_every"].strip():
+            parts.append(f"evaluated every {values['eval_every'].strip()} steps")
+        if values["lr_from"]:
+            parts.append(f"rates from {Path(values['lr_from'].strip()).name}")
+        rule = values["lr_rule"]
+        if rule != "constant":
+            b0 = values["lr_base_batch"].strip() or "smallest batch"
+            parts.append(f"{dict(RULE_CHOICES)[rule].split(':')[0]}, B0 {b0}")
+            if str(values["warmup"]).strip() not in ("", "0", "0.0"):
+                parts.append(f"warmup {values['warmup']} {values['warmup_unit']}")
+        else:
+            parts.append("same rate at every batch size")
+        if values["lr_schedule"] != "constant":
+            parts.append(f"{values['lr_schedule']} schedule")
+        return " · ".join(parts)
+
+    # ------------------------------------------------------------ files
+
+    def _choose_lr_from(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose an lr-find run file", "", RUN_FILE_FILTER)
+        if path:
+            self.lr_from.setText(path)
