@@ -18,6 +18,7 @@ from batchlab.core.spec import (
 from batchlab.core.targets import TARGET_METRICS
 from batchlab.core.targets import parse_target as parse_target_text
 from batchlab.gui.collapsible import Collapsible
+from batchlab.gui.lr_preview import LrPreview
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QLineEdit, QPushButton, QVBoxLayout
 
 NO_TARGET = ""  # the target metric combo's "none": train the whole budget
@@ -125,7 +126,10 @@ class ConvergenceFields:
         self.range_test_button.setToolTip("Run an LR range test for these batch sizes and use its rates")
         self._row(form, "lr_from", "Rates from", self.lr_from, browse)
         form.addRow("", self.range_test_button)
-        self.range_test_button.setVisible(False)  # shown once the range-test dialog is wired (gui/lr_find_view.py)
+        self.range_test_button.setVisible(False)  # shown once the range-test dialog is wired
+        self.preview = LrPreview(self.spec)
+        form.addRow(self.preview)
+        self.values_changed.connect(self.preview.schedule_update)
         self.convergence.set_expanded(False)
         for combo in (self.target_metric, self.lr_rule, self.lr_schedule):
             combo.setMinimumContentsLength(10)  # the panel sets 4 on every combo; "val_accuracy" needs more

@@ -428,6 +428,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.live.restyle()
         self.summary.restyle()
         self.analysis.restyle()
+        self.setup.preview.restyle()
         for name, action in self.actions.theme_actions.items():
             action.setChecked(name == self.theme_choice)
         self.table.viewport().update()

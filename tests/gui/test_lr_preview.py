@@ -1,0 +1,90 @@
+"""The setup panel's learning-rate preview (issue 9 item 8): one curve per batch size with the rates the
+runs will apply, decimated per pixel column for long budgets. No training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from batchlab.core.spec import build_spec
+from batchlab.gui.lr_preview import column_envelope
+from batchlab.gui.setup_panel import SetupPanel
+
+# batch 16: 16 steps an epoch, B0 = 16 so its peak is lr0; batch 64: 4 steps an epoch, peak 0.1 x 64/16 = 0.4
+LSR = {
+    "preset": "mnist-mlp",
+    "samples": "256",
+    "val_samples": "64",
+    "batch_sizes": "16, 64",
+    "epochs": "2",
+    "optimizer": "sgd",
+    "lr": "0.1",
+    "lr_rule": "linear",
+    "warmup": "4",
+    "warmup_unit": "steps",
+    "lr_schedule": "step",
+    "lr_decay_factor": "0.5",
+    "lr_decay_every": "1",
+}
+
+
+@pytest.fixture
+def panel(qtbot, tmp_path):
+    p = SetupPanel(str(tmp_path))
+    qtbot.addWidget(p)
+    p.resize(420, 800)
+    p.show()
+    p.convergence.set_expanded(True)
+    return p
+
+
+def curve_points(panel, batch):
+    curve = panel.preview.curves[batch]
+    return dict(zip(curve.xData.astype(int).tolist(), curve.yData.tolist(), strict=True))
+
+
+def test_one_curve_per_batch_size_with_the_rate_of_each_step(panel):
+    panel.set_values(LSR)
+    panel.preview.update_now()
+    assert sorted(panel.preview.curves) == [16, 64]
+    b16, b64 = curve_points(panel, 16), curve_points(panel, 64)
+    assert len(b16) == 32 and len(b64) == 8  # 2 epochs of 16 and of 4 steps, drawn whole
+    # batch 16: no warmup above lr0, halved after each 16-step epoch
+    assert (b16[0], b16[15], b16[16], b16[31]) == pytest.approx((0.1, 0.1, 0.05, 0.05))
+    # batch 64: warmup 0.1 -> 0.4 over 4 steps (0.1 + 0.3 s/4), then 0.4 x 0.5 ** (s // 4)
+    assert [b64[s] for s in range(8)] == pytest.approx([0.1, 0.175, 0.25, 0.325, 0.2, 0.2, 0.2, 0.2])
+    assert panel.preview.plot.getPlotItem().legend.isVisible()
+    # a change of the fields is drawn after the debounce; a batch size taken out loses its curve
+    panel.set_values({**LSR, "batch_sizes": "64"})
+    panel.preview.update_now()
+    assert sorted(panel.preview.curves) == [64]
+    # an invalid field: no curves, and the note says why
+    panel.set_values({**LSR, "lr_decay_factor": "2"})
+    panel.preview.update_now()
+    assert panel.preview.curves == {} and "lr_decay_factor" in panel.preview.note.text()
+
+
+def test_a_100k_step_budget_is_drawn_with_two_points_per_pixel_column(panel):
+    panel.set_values({"preset": "mnist-cnn-98", "lr_schedule": "cosine"})  # batch 1: 100,000 steps
+    panel.preview.update_now()
+    columns = panel.preview.columns()
+    spec = build_spec(panel.values())
+    for batch in spec.batch_sizes:
+        curve = panel.preview.curves[batch]
+        whole = panel.preview.rates[batch]
+        assert len(whole) == spec.budget.steps(spec.samples, batch)
+        assert len(curve.xData) <= 2 * columns
+        assert curve.yData.max() == whole.max() and curve.yData.min() == whole.min()
+
+
+def test_column_envelope_keeps_each_columns_extremes_at_their_steps():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=100_003)
+    index, y = column_envelope(values, 200)
+    assert len(index) <= 400 and np.all(np.diff(index) >= 0)
+    assert np.array_equal(y, values[index])
+    width = int(np.ceil(len(values) / 200))
+    for column in (0, 57, len(values) // width):  # the last, short column too
+        part = values[column * width : (column + 1) * width]
+        assert part.min() in y and part.max() in y
+    short = np.arange(10.0)
+    assert np.array_equal(column_envelope(short, 200)[1], short)
