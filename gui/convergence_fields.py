@@ -8,16 +8,22 @@ import re
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.cli import LR_FIND_FIELDS
 from batchlab.core.lr_rules import LR_SCHEDULES, WARMUP_UNITS
+from batchlab.core.paths import check_run_file, default_run_file
 from batchlab.core.spec import (
     BUDGET_UNITS,
     MODEL_OPTIMIZER,
     NESTEROV_OPTIMIZERS,
     WEIGHT_DECAY_OPTIMIZERS,
+    SpecError,
+    SweepSpec,
+    build_spec,
 )
 from batchlab.core.targets import TARGET_METRICS
 from batchlab.core.targets import parse_target as parse_target_text
 from batchlab.gui.collapsible import Collapsible
+from batchlab.gui.lr_find_view import RangeTestDialog
 from batchlab.gui.lr_preview import LrPreview
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QLineEdit, QPushButton, QVBoxLayout
 
@@ -123,10 +129,13 @@ class ConvergenceFields:
         browse.clicked.connect(self._choose_lr_from)
         self.range_test_button = QPushButton("Range test…")
         self.range_test_button.setObjectName("range_test")
-        self.range_test_button.setToolTip("Run an LR range test for these batch sizes and use its rates")
+        self.range_test_button.setToolTip(
+            "Run an LR range test (batchlab lr-find) for these batch sizes, see its curves and use its rates"
+        )
+        self.range_test_button.clicked.connect(self.open_range_test)
         self._row(form, "lr_from", "Rates from", self.lr_from, browse)
         form.addRow("", self.range_test_button)
-        self.range_test_button.setVisible(False)  # shown once the range-test dialog is wired
+        self.range_dialog = None
         self.preview = LrPreview(self.spec)
         form.addRow(self.preview)
         self.values_changed.connect(self.preview.schedule_update)
@@ -252,7 +261,37 @@ class ConvergenceFields:
             self.convergence.set_expanded(True)
 
     def running_range_test(self) -> bool:
-        return False
+        return self.range_dialog is not None and self.range_dialog.running
+
+    def range_test_spec(self) -> SweepSpec:
+        """The spec `batchlab lr-find` builds from these fields (it takes only LR_FIND_FIELDS and shuffle)."""
+        values = {k: v for k, v in self.values().items() if k in LR_FIND_FIELDS or k == "shuffle"}
+        return build_spec(values)
+
+    def open_range_test(self) -> RangeTestDialog | None:
+        """The range-test dialog for the setup's batch sizes (None, with the error under its field, if invalid)."""
+        try:
+            spec = self.range_test_spec()
+            out = check_run_file(default_run_file(f"lr-find-{spec.preset}", self._output_folder()), create_folder=True)
+        except SpecError as e:
+            self.show_errors({**self.errors, e.field: e.message})
+            self.focus_field(e.field)
+            return None
+        self.range_dialog = RangeTestDialog(self, spec=spec, out_path=str(out))
+        self.range_dialog.rates_chosen.connect(self.use_lr_find_file)
+        self.range_dialog.setModal(True)
+        self.range_dialog.show()
+        return self.range_dialog
+
+    def use_lr_find_file(self, path: str) -> None:
+        """Train each batch size at the rate this lr-find file suggests for it (the Rates from field)."""
+        self.convergence.set_expanded(True)
+        self.lr_from.setText(path)
+        self.focus_field("lr_from")
+
+    def _output_folder(self) -> Path:
+        current = self.output_path()
+        return Path(current).parent if current else Path(self.output_dir)
 
     def convergence_summary(self, values: dict[str, Any]) -> str:
         """One line saying what the collapsed section holds, e.g. "to val_accuracy > 0.98 every 50 steps · ..."."""

@@ -87,6 +87,7 @@ class LrPreview(QWidget):
         self.plot.setObjectName("lr_preview")
         item = self.plot.getPlotItem()
         item.setLabel("left", "learning rate")
+        item.getAxis("left").enableAutoSIPrefix(False)  # rates as typed (0.005), not "5 (x0.001)"
         item.setLabel("bottom", "step")
         item.showGrid(x=True, y=True, alpha=0.25)
         add_legend_below(item)

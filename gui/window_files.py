@@ -7,6 +7,7 @@ from pathlib import Path
 from batchlab.core.spec import SpecError
 from batchlab.gui.files import PLOT_EXPORT_FILTER, PNG_SCALE, png_scale
 from batchlab.gui.files import export_plot as save_plot
+from batchlab.gui.lr_find_view import RangeTestDialog, is_lr_find_file
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QLabel, QSpinBox
 
 RUN_FILE_FILTER = "Run file (*.h5 *.hdf5)"
@@ -61,9 +62,15 @@ class FileActionsMixin:
     """The File menu's actions; mixed into MainWindow, which provides the views, followers and settings."""
 
     def open_file(self, path: str | None = None) -> bool:
-        """Open a run file (finished or still being written) as the main sweep."""
+        """Open a run file (finished or still being written) as the main sweep; an lr-find file opens in
+        the range-test view, whose rates the setup can take."""
         if self.running:
             return False
+        path = path or QFileDialog.getOpenFileName(self, "Open a run file", self._file_dir(), RUN_FILE_FILTER)[0]
+        if not path:
+            return False
+        if self.open_lr_find(path):
+            return True
         data, path = self._open_run_file(self.follower, "main", "Open a run file", path)
         if data is None:
             return False
@@ -71,6 +78,22 @@ class FileActionsMixin:
         self.settings.setValue("files/open_dir", str(Path(path).parent))
         self.status_label.setText(f"Opened {path} ({data.status}, {len(data.runs)} runs)")
         return True
+
+    def open_lr_find(self, path: str):
+        """Show an lr-find file in the range-test view (its rates can go to the setup); None if it is not one."""
+        try:
+            if not is_lr_find_file(path):
+                return None
+        except (SpecError, OSError):
+            return None  # _open_run_file says what is wrong with it
+        self.range_view = RangeTestDialog(self, path=path)
+        self.range_view.rates_chosen.connect(self.setup.use_lr_find_file)
+        self.range_view.show()
+        self.recent.add(path)
+        self.actions.refresh_recent()
+        self.settings.setValue("files/open_dir", str(Path(path).parent))
+        self.status_label.setText(f"Opened the LR range test {path}")
+        return self.range_view
 
     def open_compare(self, path: str | None = None) -> bool:
         """Overlay a second sweep (its curves dashed) on the current one."""

@@ -56,17 +56,25 @@ class SweepWorker(QThread):
         self._stop_requested = False
         self._runner = None
 
-    def run(self) -> None:  # QThread override: runs in the worker thread
-        from batchlab.core.sweep.runner import SweepRunner, run_sweep
+    def make_runner(self):
+        """The runner of this worker's children (a range test's worker makes an LrFindRunner)."""
+        from batchlab.core.sweep.runner import SweepRunner
 
+        return SweepRunner(self.spec, niceness=TRAINING_NICENESS)
+
+    def execute(self, runner) -> str:
+        """Run everything with `runner`, writing the run file; returns the sweep's status."""
+        from batchlab.core.sweep.runner import run_sweep
+
+        return run_sweep(self.spec, self.out_path, sink=self._sink, overwrite=self.overwrite, runner=runner)
+
+    def run(self) -> None:  # QThread override: runs in the worker thread
         with self._lock:
-            self._runner = SweepRunner(self.spec, niceness=TRAINING_NICENESS)
+            self._runner = self.make_runner()
             if self._stop_requested:
                 self._runner.stop()
         try:
-            self.status = run_sweep(
-                self.spec, self.out_path, sink=self._sink, overwrite=self.overwrite, runner=self._runner
-            )
+            self.status = self.execute(self._runner)
         except SpecError as e:
             self.sweep_failed.emit(e.field, e.message)
         except Exception:  # noqa: BLE001 - shown in the error dialog instead of killing the thread silently
