@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
+from batchlab.core import lr_rules
 from batchlab.core.lr_rules import sweep_preview
 from batchlab.core.spec import SpecError, SweepSpec
 from batchlab.gui.plot_style import BatchColours, add_legend_below, apply_plot_colours, sync_legend
@@ -25,6 +26,14 @@ PREVIEW_HEIGHT_PX = 230
 MIN_COLUMNS = 100  # decimation columns at least (a plot not laid out yet reports a tiny width)
 LOG_Y_SPAN = 10.0  # log y by default when the rates span more than this factor (and none is 0)
 X_CHOICES = [("step", "step"), ("epoch", "epoch")]
+# The batch size of every step for each batch size of a spec ({batch: [batch per step]}), from the batch-size
+# schedules' own math once core.lr_rules has it (issue 9 item 3); until then the batch plot stays hidden.
+BATCH_PREVIEW_NAME = "sweep_batch_preview"
+
+
+def default_batch_source() -> Callable[[SweepSpec], dict[int, list[int]]] | None:
+    """core.lr_rules.sweep_batch_preview when it exists, else None (no batch-size schedules yet)."""
+    return getattr(lr_rules, BATCH_PREVIEW_NAME, None)
 
 
 def column_envelope(values, columns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,13 +58,32 @@ def column_envelope(values, columns: int) -> tuple[np.ndarray, np.ndarray]:
     return index, y[index]
 
 
+def log_spaced(values, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """`column_envelope` for a log step axis: the envelope's points plus `columns` steps spaced evenly in
+    log(step + 1), so the first steps (a warmup) are as fine on screen as the last; at most 4 x `columns`."""
+    y = np.asarray(values, dtype=float)
+    index, _ = column_envelope(y, columns)
+    if len(y) > 2 * columns:
+        spaced = np.round(np.geomspace(1, len(y), columns)).astype(int) - 1
+        index = np.union1d(index, spaced)
+    return index, y[index]
+
+
 class LrPreview(QWidget):
     """The rate per step of each batch size, from a spec the owner hands over (`spec_source` returns it,
     or raises SpecError while the fields are invalid)."""
 
-    def __init__(self, spec_source: Callable[[], SweepSpec], parent: QWidget | None = None):
+    def __init__(
+        self,
+        spec_source: Callable[[], SweepSpec],
+        parent: QWidget | None = None,
+        batch_source: Callable[[SweepSpec], dict[int, list[int]]] | None = None,
+    ):
         super().__init__(parent)
         self.spec_source = spec_source
+        self.batch_source = batch_source or default_batch_source()
+        self.batches: dict[int, np.ndarray] = {}  # batch size per step, when batch_source gives it
+        self.batch_curves: dict[int, pg.PlotDataItem] = {}
         self.colours = BatchColours()
         self.curves: dict[int, pg.PlotDataItem] = {}
         self.rates: dict[int, np.ndarray] = {}  # the last preview, whole (tests and the tooltip read it)
@@ -94,6 +122,15 @@ class LrPreview(QWidget):
         self.plot.setMinimumHeight(PREVIEW_HEIGHT_PX)
         self.plot.setMinimumWidth(150)
         layout.addWidget(self.plot)
+        self.batch_plot = pg.PlotWidget(title="Batch size per step")
+        self.batch_plot.setObjectName("batch_preview")
+        batch_item = self.batch_plot.getPlotItem()
+        batch_item.setLabel("left", "batch size")
+        batch_item.showGrid(x=True, y=True, alpha=0.25)
+        batch_item.setXLink(item)  # the same steps (or epochs) under both plots
+        self.batch_plot.setMinimumHeight(PREVIEW_HEIGHT_PX // 2)
+        self.batch_plot.setVisible(False)
+        layout.addWidget(self.batch_plot)
         self.note = QLabel()
         self.note.setObjectName("preview_note")
         self.note.setProperty("role", "muted")
@@ -128,6 +165,9 @@ class LrPreview(QWidget):
             self.draw()
             return
         self.rates = {b: np.asarray(r, dtype=float) for b, r in rates.items()}
+        self.batches = {}
+        if self.batch_source is not None:
+            self.batches = {b: np.asarray(v, dtype=float) for b, v in self.batch_source(spec).items()}
         self._steps_per_epoch = {b: max(1, math.ceil(spec.samples / b)) for b in spec.batch_sizes}
         blank = [b for b, r in self.rates.items() if len(r) == 0]
         longest = max((len(r) for r in self.rates.values()), default=0)
@@ -175,7 +215,7 @@ class LrPreview(QWidget):
             item.legend.removeItem(f"B={b}")
         columns = self.columns()
         for b in sorted(shown):
-            index, y = column_envelope(self.rates[b], columns)
+            index, y = (log_spaced if log_x else column_envelope)(self.rates[b], columns)
             x = index + 1.0 if log_x else index.astype(float)
             if per_epoch:
                 x = x / self._steps_per_epoch.get(b, 1)
@@ -190,8 +230,30 @@ class LrPreview(QWidget):
                 self.curves[b].setPen(pen)
         sync_legend(item)
         item.enableAutoRange()
+        self._draw_batches(log_x, per_epoch, columns)
+
+    def _draw_batches(self, log_x: bool, per_epoch: bool, columns: int) -> None:
+        """The batch size per step under the rates (only with a batch source; a fixed batch is a flat line)."""
+        item = self.batch_plot.getPlotItem()
+        self.batch_plot.setVisible(bool(self.batches))
+        item.setLogMode(x=log_x, y=False)
+        item.setLabel("bottom", self.plot.getPlotItem().getAxis("bottom").labelText)
+        for b in [b for b in self.batch_curves if b not in self.batches]:
+            item.removeItem(self.batch_curves.pop(b))
+        for b, sizes in sorted(self.batches.items()):
+            index, y = (log_spaced if log_x else column_envelope)(sizes, columns)
+            x = index + 1.0 if log_x else index.astype(float)
+            if per_epoch:
+                x = x / self._steps_per_epoch.get(b, 1)
+            pen = pg.mkPen(self.colours.colour(b), width=1.5)
+            if b not in self.batch_curves:
+                self.batch_curves[b] = item.plot(x, y, pen=pen)
+            else:
+                self.batch_curves[b].setData(x, y)
+                self.batch_curves[b].setPen(pen)
 
     def restyle(self) -> None:
         """Follow the window's theme (colours of background, axes, text and curves)."""
         apply_plot_colours(self.plot)
+        apply_plot_colours(self.batch_plot)
         self.draw()

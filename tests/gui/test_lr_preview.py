@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from batchlab.core.spec import build_spec
-from batchlab.gui.lr_preview import column_envelope
+from batchlab.gui.lr_preview import column_envelope, log_spaced
 from batchlab.gui.setup_panel import SetupPanel
 
 # batch 16: 16 steps an epoch, B0 = 16 so its peak is lr0; batch 64: 4 steps an epoch, peak 0.1 x 64/16 = 0.4
@@ -88,3 +88,23 @@ def test_column_envelope_keeps_each_columns_extremes_at_their_steps():
         assert part.min() in y and part.max() in y
     short = np.arange(10.0)
     assert np.array_equal(column_envelope(short, 200)[1], short)
+    # on a log step axis the first steps (a warmup) are all there, still with every column's extremes
+    log_index, log_y = log_spaced(values, 200)
+    assert len(log_index) <= 800 and set(range(8)) <= set(log_index.tolist()) and set(index) <= set(log_index)
+    assert np.array_equal(log_y, values[log_index])
+
+
+def test_a_batch_size_schedule_is_drawn_under_the_rates(panel):
+    """The hook for batch-size schedules: a source of each step's batch size adds a linked plot under the rates."""
+    preview = panel.preview
+    assert not preview.batch_plot.isVisible()  # no batch source: a fixed batch needs no plot
+
+    def doubling(spec):  # a stand-in for the batch-size schedules' own math: the batch doubles after epoch 1
+        return {b: [b] * 16 + [2 * b] * 16 for b in spec.batch_sizes}
+
+    preview.batch_source = doubling
+    panel.set_values(LSR)
+    preview.update_now()
+    assert preview.batch_plot.isVisible() and sorted(preview.batch_curves) == [16, 64]
+    curve = preview.batch_curves[64]
+    assert dict(zip(curve.xData.astype(int).tolist(), curve.yData.tolist(), strict=True))[20] == 128
