@@ -39,6 +39,13 @@ SCHEDULE_CHOICES = [
     ("cosine", "cosine: to 0 at the end of the budget"),
     ("plateau", "plateau: x factor when val loss stalls"),
 ]
+BATCH_SCHEDULE_CHOICES = [
+    ("constant", "constant: each run keeps its batch"),
+    ("grow", "grow: batch x factor every N epochs (Smith)"),
+    ("two_phase", "two phase: larger batch once val loss stalls"),
+]
+BATCH_FIELDS = ("batch_schedule", "batch_growth_factor", "batch_growth_every", "max_batch", "batch_switch_to")
+BATCH_FIELDS += ("batch_patience",)
 # Fields shown beside another field's editor: their (rare) errors are shown under that field.
 SHOWN_UNDER = {"budget_unit": "epochs", "warmup_unit": "warmup", "nesterov": "momentum"}
 _TARGET_SPLIT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:<=|>=|=|<|>)\s*(.*)$")
@@ -116,6 +123,7 @@ class ConvergenceFields:
         self._row(form, "lr_decay_every", "Decay every (epochs)", self.lr_decay_every)
         self.lr_patience = QLineEdit()
         self._row(form, "lr_patience", "Patience (epochs)", self.lr_patience)
+        self._build_batch_schedule(form)
         self.lr_from = QLineEdit()
         self.lr_from.setPlaceholderText("an lr-find run file: each batch size's own rate")
         self.lr_from.setToolTip(
@@ -142,6 +150,24 @@ class ConvergenceFields:
         self.convergence.set_expanded(False)
         for combo in (self.target_metric, self.lr_rule, self.lr_schedule):
             combo.setMinimumContentsLength(10)  # the panel sets 4 on every combo; "val_accuracy" needs more
+
+    def _build_batch_schedule(self, form) -> None:
+        """Batch-size schedules (issue 9 item 3): grow instead of decaying the rate, or two phases."""
+        self.batch_schedule = self._choice_row(
+            form, "batch_schedule", "Batch schedule", BATCH_SCHEDULE_CHOICES, "How each run's batch size changes"
+        )
+        for field, label, placeholder in (
+            ("batch_growth_factor", "Growth factor", ""),
+            ("batch_growth_every", "Grow every (epochs)", ""),
+            ("max_batch", "Max batch", "the training samples (then the rate decays)"),
+            ("batch_switch_to", "Switch to batch", "the larger batch of the second phase"),
+            ("batch_patience", "Switch patience", ""),
+        ):
+            edit = QLineEdit()
+            edit.setPlaceholderText(placeholder)
+            setattr(self, field, edit)
+            self._row(form, field, label, edit)
+        self.batch_patience.setToolTip("Validations without a better validation loss before the switch")
 
     def _fill_target_metrics(self, extra: tuple[str, ...]) -> None:
         """The target metrics: none, the built-in ones, then `extra` (a user model's val_NAME metrics)."""
@@ -184,6 +210,8 @@ class ConvergenceFields:
             "lr_patience": self.lr_patience.text() if a("lr_patience") else None,
             "nesterov": self.nesterov.isChecked() and a("nesterov"),
             "weight_decay": self.weight_decay.text() if a("weight_decay") else "",
+            "batch_schedule": self.batch_schedule.currentData(),
+            **{f: self._editors[f].text() if a(f) else None for f in BATCH_FIELDS[1:]},
         }
 
     def _convergence_applies(self, field: str) -> bool | None:
@@ -205,6 +233,11 @@ class ConvergenceFields:
             "lr_decay_every": builds and schedule == "step",
             "lr_patience": builds and schedule == "plateau",
         }
+        batch_schedule = self.batch_schedule.currentData()
+        for name in ("batch_growth_factor", "batch_growth_every", "max_batch"):
+            applies[name] = batch_schedule == "grow"
+        for name in ("batch_switch_to", "batch_patience"):
+            applies[name] = batch_schedule == "two_phase"
         return applies.get(field)
 
     def _set_convergence(self, field: str, value: Any) -> bool:
@@ -243,6 +276,8 @@ class ConvergenceFields:
         }
         for field in ("lr_from", "lr_rule", "lr_schedule"):
             disabled_because[field] = "the model file's optimizer keeps its own learning rate"
+        for field in BATCH_FIELDS[1:]:
+            disabled_because[field] = f"for the {'grow' if field in BATCH_FIELDS[1:4] else 'two phase'} batch schedule"
         for field, why in disabled_because.items():
             on = bool(self._applies(field))
             self._editors[field].setEnabled(on)
@@ -256,7 +291,7 @@ class ConvergenceFields:
         form.labelForField(holder).setText(self._labels["epochs"])
         self.convergence.summary.setText(self.convergence_summary(values))
         section = ("target", "eval_every", "keep_training", "lr_rule", "lr_base_batch", "warmup", "lr_schedule")
-        section += ("lr_decay_factor", "lr_decay_every", "lr_patience", "lr_from")
+        section += ("lr_decay_factor", "lr_decay_every", "lr_patience", "lr_from", *BATCH_FIELDS)
         if any(f in errors for f in section) and not self.convergence.expanded:
             self.convergence.set_expanded(True)
 
@@ -318,6 +353,10 @@ class ConvergenceFields:
             parts.append("same rate at every batch size")
         if values["lr_schedule"] != "constant":
             parts.append(f"{values['lr_schedule']} schedule")
+        if values["batch_schedule"] == "grow":
+            parts.append(f"batch x{values['batch_growth_factor']} every {values['batch_growth_every']} epochs")
+        elif values["batch_schedule"] == "two_phase":
+            parts.append(f"batch to {values['batch_switch_to'] or '?'} once val loss stalls")
         return " · ".join(parts)
 
     # ------------------------------------------------------------ files

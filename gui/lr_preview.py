@@ -26,14 +26,14 @@ PREVIEW_HEIGHT_PX = 230
 MIN_COLUMNS = 100  # decimation columns at least (a plot not laid out yet reports a tiny width)
 LOG_Y_SPAN = 10.0  # log y by default when the rates span more than this factor (and none is 0)
 X_CHOICES = [("step", "step"), ("epoch", "epoch")]
-# The batch size of every step for each batch size of a spec ({batch: [batch per step]}), from the batch-size
-# schedules' own math once core.lr_rules has it (issue 9 item 3); until then the batch plot stays hidden.
-BATCH_PREVIEW_NAME = "sweep_batch_preview"
 
 
-def default_batch_source() -> Callable[[SweepSpec], dict[int, list[int]]] | None:
-    """core.lr_rules.sweep_batch_preview when it exists, else None (no batch-size schedules yet)."""
-    return getattr(lr_rules, BATCH_PREVIEW_NAME, None)
+def default_batch_source(spec: SweepSpec) -> dict[int, list[int]]:
+    """The real batch of every step of each run (core.lr_rules.sweep_preview_batches); {} while no batch
+    schedule is set, when every step has its run's batch (an epoch's last one may be short)."""
+    if getattr(spec, "batch_schedule", "constant") == "constant":
+        return {}
+    return {b: batches for b, (_rates, batches) in lr_rules.sweep_preview_batches(spec).items()}
 
 
 def column_envelope(values, columns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +81,7 @@ class LrPreview(QWidget):
     ):
         super().__init__(parent)
         self.spec_source = spec_source
-        self.batch_source = batch_source or default_batch_source()
+        self.batch_source = batch_source or default_batch_source
         self.batches: dict[int, np.ndarray] = {}  # batch size per step, when batch_source gives it
         self.batch_curves: dict[int, pg.PlotDataItem] = {}
         self.colours = BatchColours()

@@ -45,6 +45,8 @@ def panel(qtbot, tmp_path):
         ("weight_decay", {"optimizer": "adamw", "weight_decay": "-0.1"}, "weight_decay"),
         ("lr_from", {"lr_from": "no-such-find.h5"}, "lr_from"),
         ("nesterov", {"optimizer": "sgd", "momentum": "0", "nesterov": True}, "momentum"),
+        ("batch_growth_factor", {"batch_schedule": "grow", "batch_growth_factor": "1"}, "batch_growth_factor"),
+        ("batch_switch_to", {"batch_schedule": "two_phase", "batch_switch_to": "0"}, "batch_switch_to"),
     ],
 )
 def test_each_convergence_field_shows_the_cli_message_under_it(panel, field, values, shown_under):
@@ -117,10 +119,11 @@ CLI_CASES = [
     + ["--lr-patience", "1", "--lr-decay-factor", "0.2", "--target", "val_error=0.2"],
     ["--preset", "golmant-lsr", "--samples", "256", "--batch-sizes", "16,64", "--lr-rule", "constant", "--warmup", "0"],
     ["--preset", "mnist-cnn-98", "--samples", "256", "--val-samples", "64", "--batch-sizes", "16,64", "--target", ""],
+    ["--batch-schedule", "grow", "--batch-growth-factor", "2", "--batch-growth-every", "1", "--max-batch", "128"],
 ]
 
 
-CLI_IDS = ["sgd-lsr-cosine", "lars-examples", "adamw-plateau", "blr", "no-target"]
+CLI_IDS = ["sgd-lsr-cosine", "lars-examples", "adamw-plateau", "blr", "no-target", "grow"]
 
 
 @pytest.mark.parametrize("argv", CLI_CASES, ids=CLI_IDS)

@@ -108,3 +108,12 @@ def test_a_batch_size_schedule_is_drawn_under_the_rates(panel):
     assert preview.batch_plot.isVisible() and sorted(preview.batch_curves) == [16, 64]
     curve = preview.batch_curves[64]
     assert dict(zip(curve.xData.astype(int).tolist(), curve.yData.tolist(), strict=True))[20] == 128
+
+
+def test_a_growing_batch_is_drawn_from_the_schedules_own_steps(panel):
+    panel.set_values({**LSR, "lr_rule": "constant", "warmup": "0", "lr_schedule": "constant", "batch_schedule": "grow"})
+    panel.set_values({"batch_growth_factor": "2", "batch_growth_every": "1"})
+    panel.preview.update_now()
+    assert panel.preview.batch_plot.isVisible()
+    curve = panel.preview.batch_curves[16]  # epoch 0: 16 steps of 16; epoch 1: the batch doubled, 8 steps of 32
+    assert curve.yData.tolist() == [16.0] * 16 + [32.0] * 8
