@@ -142,6 +142,7 @@ class LrPreview(QWidget):
         self.timer.timeout.connect(self.update_now)
         self.plot.getPlotItem().getViewBox().sigResized.connect(lambda *_: self.draw())
         self._steps_per_epoch: dict[int, int] = {}
+        self._samples = 1
 
     def schedule_update(self) -> None:
         """The fields changed: recompute once they have been still for DEBOUNCE_MS (only while shown)."""
@@ -169,6 +170,7 @@ class LrPreview(QWidget):
         if self.batch_source is not None:
             self.batches = {b: np.asarray(v, dtype=float) for b, v in self.batch_source(spec).items()}
         self._steps_per_epoch = {b: max(1, math.ceil(spec.samples / b)) for b in spec.batch_sizes}
+        self._samples = spec.samples
         blank = [b for b, r in self.rates.items() if len(r) == 0]
         longest = max((len(r) for r in self.rates.values()), default=0)
         note = f"{len(self.rates)} batch sizes, up to {longest:,} steps each"
@@ -216,9 +218,7 @@ class LrPreview(QWidget):
         columns = self.columns()
         for b in sorted(shown):
             index, y = (log_spaced if log_x else column_envelope)(self.rates[b], columns)
-            x = index + 1.0 if log_x else index.astype(float)
-            if per_epoch:
-                x = x / self._steps_per_epoch.get(b, 1)
+            x = self._x_of(b, index, log_x, per_epoch)
             if log_y:
                 keep = y > 0
                 x, y = x[keep], y[keep]
@@ -232,6 +232,18 @@ class LrPreview(QWidget):
         item.enableAutoRange()
         self._draw_batches(log_x, per_epoch, columns)
 
+    def _x_of(self, batch: int, index: np.ndarray, log_x: bool, per_epoch: bool) -> np.ndarray:
+        """Where steps `index` of batch size `batch`'s run go on x: the step (log x: steps done, s + 1) or
+        the epoch, as examples seen / samples, so a growing batch's later epochs take their real steps."""
+        done = index + 1.0 if log_x else index.astype(float)
+        if not per_epoch:
+            return done
+        sizes = self.batches.get(batch)
+        if sizes is None or len(sizes) == 0:
+            return done / self._steps_per_epoch.get(batch, 1)
+        seen = np.concatenate([[0.0], np.cumsum(sizes)])  # examples before step s
+        return seen[done.astype(int)] / self._samples
+
     def _draw_batches(self, log_x: bool, per_epoch: bool, columns: int) -> None:
         """The batch size per step under the rates (only with a batch source; a fixed batch is a flat line)."""
         item = self.batch_plot.getPlotItem()
@@ -242,9 +254,7 @@ class LrPreview(QWidget):
             item.removeItem(self.batch_curves.pop(b))
         for b, sizes in sorted(self.batches.items()):
             index, y = (log_spaced if log_x else column_envelope)(sizes, columns)
-            x = index + 1.0 if log_x else index.astype(float)
-            if per_epoch:
-                x = x / self._steps_per_epoch.get(b, 1)
+            x = self._x_of(b, index, log_x, per_epoch)
             pen = pg.mkPen(self.colours.colour(b), width=1.5)
             if b not in self.batch_curves:
                 self.batch_curves[b] = item.plot(x, y, pen=pen)

@@ -117,3 +117,6 @@ def test_a_growing_batch_is_drawn_from_the_schedules_own_steps(panel):
     assert panel.preview.batch_plot.isVisible()
     curve = panel.preview.batch_curves[16]  # epoch 0: 16 steps of 16; epoch 1: the batch doubled, 8 steps of 32
     assert curve.yData.tolist() == [16.0] * 16 + [32.0] * 8
+    panel.preview.x_axis.setCurrentIndex(panel.preview.x_axis.findData("epoch"))
+    x = panel.preview.batch_curves[16].xData  # examples seen / samples: epoch 1 starts at step 16, ends at 2
+    assert (x[0], x[16], x[23]) == pytest.approx((0.0, 1.0, 1 + 7 / 8))
