@@ -106,13 +106,17 @@ def step_batches(
     epoch = 0
     while True:
         b = plan.batch(epoch, switched_at) if plan is not None else batch_size
-        for i in range(math.ceil(samples / b)):
-            size = min(b, samples - i * b)
-            epochs.append(epoch)
-            batches.append(size)
-            seen += size
-            if (unit == "steps" and len(batches) >= amount) or (unit == "examples" and seen >= amount):
-                return epochs, batches
+        full, rest = divmod(samples, b)
+        sizes = [b] * full + ([rest] if rest else [])
+        if unit == "steps":
+            sizes = sizes[: amount - len(batches)]
+        elif unit == "examples" and amount - seen <= samples:
+            sizes = sizes[: math.ceil((amount - seen) / b)]  # the step that reaches `amount` is the last
+        epochs += [epoch] * len(sizes)
+        batches += sizes
+        seen += sum(sizes)
+        if (unit == "steps" and len(batches) >= amount) or (unit == "examples" and seen >= amount):
+            return epochs, batches
         epoch += 1
         if unit == "epochs" and epoch >= amount:
             return epochs, batches
