@@ -206,5 +206,8 @@ def _preview(spec: Any, samples: int | None) -> dict[int, tuple[list[float], lis
         elif bplan is None:
             out[b] = (plan.rates(len(batches)), batches)
         else:
-            out[b] = ([plan.rate(s) * bplan.rate_scale(e) for s, e in enumerate(epochs)], batches)
+            import numpy as np  # as in LrPlan.rates: arrays keep a long budget's preview fast
+
+            scales = np.array([bplan.rate_scale(e) for e in range(epochs[-1] + 1)])
+            out[b] = ((np.asarray(plan.rates(len(batches))) * scales[np.asarray(epochs)]).tolist(), batches)
     return out
