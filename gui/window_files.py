@@ -81,11 +81,8 @@ class FileActionsMixin:
 
     def open_lr_find(self, path: str):
         """Show an lr-find file in the range-test view (its rates can go to the setup); None if it is not one."""
-        try:
-            if not is_lr_find_file(path):
-                return None
-        except (SpecError, OSError):
-            return None  # _open_run_file says what is wrong with it
+        if not self._is_lr_find(path):
+            return None
         self.range_view = RangeTestDialog(self, path=path)
         self.range_view.rates_chosen.connect(self.setup.use_lr_find_file)
         self.range_view.show()
@@ -94,6 +91,13 @@ class FileActionsMixin:
         self.settings.setValue("files/open_dir", str(Path(path).parent))
         self.status_label.setText(f"Opened the LR range test {path}")
         return self.range_view
+
+    @staticmethod
+    def _is_lr_find(path: str) -> bool:
+        try:
+            return is_lr_find_file(path)
+        except (SpecError, OSError):
+            return False  # _open_run_file says what is wrong with it
 
     def open_compare(self, path: str | None = None) -> bool:
         """Overlay a second sweep (its curves dashed) on the current one."""
@@ -108,6 +112,12 @@ class FileActionsMixin:
         """
         path = path or QFileDialog.getOpenFileName(self, title, self._file_dir(), RUN_FILE_FILTER)[0]
         if not path:
+            return None, path
+        if source == "compare" and self._is_lr_find(path):
+            self.show_error(
+                "Cannot compare",
+                f"{path} is an LR range test (batchlab lr-find), not a sweep; File → Open shows its curves",
+            )
             return None, path
         try:
             data = follower.open(path, Path(path).name)

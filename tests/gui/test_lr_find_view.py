@@ -74,6 +74,7 @@ def test_opening_an_lr_find_file_shows_its_curves_and_suggestions(main_window, l
     view = w.open_file(path) and w.range_view
     assert isinstance(view, RangeTestDialog) and view.isVisible()
     assert w.data is None  # not shown as a sweep of runs without steps
+    assert w.open_compare(path) is False and "LR range test" in w.error_dialog.text()
     curves = [c for c in view.items if c.name()]
     assert [c.name() for c in curves] == [f"B={b}" for b in BATCHES]
     for curve, batch in zip(curves, BATCHES, strict=True):
