@@ -1,0 +1,196 @@
+"""Whole-sweep wall time: `batchlab sweep --fused K` against a hand-written Keras `fit` sweep of the same model.
+
+Target (issue 12, item 6): the default `mnist-autoencoder` sweep (batch 8 to 512, 10 epochs, 5,000
+samples; validation off, as the hand-written sweep has none) in fused mode takes at most 0.35x the
+wall time of the hand-written `fit` sweep, with the same per-step loss records (one row per step,
+each step's own loss).
+
+Each way is a fresh process timed from launch to exit, as a user pays it:
+
+  fit      the hand-written sweep: one Python process that imports TensorFlow once, then for each
+           batch size builds the same compiled model (batchlab.core.training.workloads.build_model,
+           same seed) and calls model.fit(x, x, batch_size=b, epochs=E, shuffle=False, verbose=0)
+           (bench_fit_parity.measure_fit: the same code that bench measures throughput with);
+  fused    `batchlab sweep --preset mnist-autoencoder --val-samples 0 --fused K --quiet` (a child
+           process per run, every step recorded, the run file written);
+  default  (with --with-default) the same sweep without --fused, for the side-by-side.
+
+Ways are interleaved in pairs whose order alternates over repeats, so drift and other load fall on all
+alike; the ratio is the median of the per-pair ratios, with their min-max as the spread. The loss check
+compares each run's per-epoch train loss in the run file (the sample-weighted mean of its per-step
+losses) with fit's epoch loss, and checks the file has one row per step.
+
+Usage (from the repository root):
+
+    .venv/bin/python bench/bench_fused.py [--fused 64] [--repeats 2] [--with-default]
+        [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+PRESET = "mnist-autoencoder"
+TARGET_RATIO = 0.35  # fused sweep wall time / hand-written fit sweep wall time: at most this
+DEFAULT_FUSED = 64
+DEFAULT_REPEATS = 2
+FIT, FUSED, DEFAULT = "fit", "fused", "default"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from batchlab.core.presets import preset_defaults
+
+    defaults = preset_defaults(PRESET)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch-sizes", default=",".join(str(b) for b in defaults["batch_sizes"]))
+    p.add_argument("--epochs", type=int, default=defaults["epochs"], help="epochs per run (default 10)")
+    p.add_argument("--samples", type=int, default=defaults["samples"], help="training samples (default 5000)")
+    p.add_argument("--fused", type=int, default=DEFAULT_FUSED, help=f"steps per call (default {DEFAULT_FUSED})")
+    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="pairs per way (default 2)")
+    p.add_argument("--with-default", action="store_true", help="also time the sweep without --fused")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--hand-written-child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.repeats < 1 or args.fused < 2:
+        p.error("--repeats must be >= 1 and --fused >= 2")
+    return args
+
+
+def hand_written_child(args: argparse.Namespace) -> int:
+    """The hand-written sweep, in this (fresh) process: prints JSON with its training seconds and epoch losses."""
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    from bench_fit_parity import make_run, measure_fit
+
+    losses, train_s = {}, 0.0
+    for b in [int(v) for v in args.batch_sizes.split(",")]:
+        keras.backend.clear_session()
+        t0 = time.perf_counter()
+        _times, losses[b] = measure_fit(make_run(args, b))
+        train_s += time.perf_counter() - t0
+    print(json.dumps({"train_s": train_s, "losses": losses}))
+    return 0
+
+
+def run_fit(args: argparse.Namespace) -> tuple[float, dict]:
+    cmd = [sys.executable, __file__, "--hand-written-child", "--batch-sizes", args.batch_sizes]
+    cmd += ["--epochs", str(args.epochs), "--samples", str(args.samples), "--device", args.device]
+    t0 = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    return wall, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_batchlab(args: argparse.Namespace, out: Path, fused: int) -> tuple[float, dict]:
+    from batchlab.core.runfile.reader import read_run_file
+
+    cmd = [sys.executable, str(REPO_ROOT / "main.py"), "sweep", "--preset", PRESET, "--val-samples", "0"]
+    cmd += ["--batch-sizes", args.batch_sizes, "--epochs", str(args.epochs), "--samples", str(args.samples)]
+    cmd += ["--device", "cpu" if args.device == "cpu" else "gpu:0", "--out", str(out), "--overwrite", "--quiet"]
+    if fused > 1:
+        cmd += ["--fused", str(fused)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if args.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = "-1"
+    t0 = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+    wall = time.perf_counter() - t0
+    record = read_run_file(out)
+    runs = {}
+    for run in record.runs:
+        if run.status != "ok":
+            raise RuntimeError(f"batch {run.batch_size} ended {run.status}: {run.message}")
+        steps = run.steps["loss"]
+        runs[run.batch_size] = {
+            "losses": [float(v) for v in run.epochs["train_loss"]],
+            "step_rows": int(len(steps)),
+            "distinct_losses": int(len(set(steps.tolist()))),
+            "steps_per_call": int(run.attrs.get("steps_per_call", 1)),
+            "total_time": float(run.total_time),
+        }
+    return wall, {"train_s": sum(r["total_time"] for r in runs.values()), "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.hand_written_child:
+        return hand_written_child(args)
+    batch_sizes = [int(v) for v in args.batch_sizes.split(",")]
+    ways = [FIT, FUSED] + ([DEFAULT] if args.with_default else [])
+    print(f"command:    {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}")
+    print(f"date:       {datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"machine:    {os.cpu_count()} logical CPUs, {platform.machine()}, {platform.system()}; device {args.device}")
+    print(f"load:       {_uptime()}")
+    print(
+        f"workload:   {PRESET}, batch {args.batch_sizes}, {args.samples} samples, {args.epochs} epochs, shuffle off, "
+        f"validation off; fused = {args.fused} steps per call\n"
+    )
+    walls: dict[str, list[float]] = {w: [] for w in ways}
+    train: dict[str, list[float]] = {w: [] for w in ways}
+    gap, rows_ok = 0.0, True
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            order = ways if r % 2 == 0 else ways[::-1]
+            results = {}
+            for way in order:
+                if way == FIT:
+                    wall, results[way] = run_fit(args)
+                else:
+                    wall, results[way] = run_batchlab(args, Path(tmp) / f"{way}.h5", args.fused if way == FUSED else 1)
+                walls[way].append(wall)
+                train[way].append(results[way]["train_s"])
+            for b in batch_sizes:
+                fit_losses = results[FIT]["losses"][str(b)]
+                run = results[FUSED]["runs"][b]
+                gap = max(gap, max(abs(f - m) / abs(f) for f, m in zip(fit_losses, run["losses"], strict=True)))
+                steps = math.ceil(args.samples / b) * args.epochs
+                rows_ok &= run["step_rows"] == steps and run["steps_per_call"] == args.fused
+            line = "  ".join(f"{w} {walls[w][-1]:6.1f} s (training {train[w][-1]:5.1f} s)" for w in ways)
+            print(f"  repeat {r + 1}/{args.repeats} order {'/'.join(order)}: {line}", flush=True)
+    print(f"\nload after: {_uptime()}\n")
+    print(f"{'way':>8} {'wall s (median)':>16} {'training s':>11} {'ratio to fit':>13} {'pairs':>11}")
+    for w in ways:
+        pairs = [x / f for x, f in zip(walls[w], walls[FIT], strict=True)]
+        print(
+            f"{w:>8} {statistics.median(walls[w]):>16.1f} {statistics.median(train[w]):>11.1f} "
+            f"{statistics.median(pairs):>13.3f} {min(pairs):>5.2f}-{max(pairs):<5.2f}"
+        )
+    ratio = statistics.median([x / f for x, f in zip(walls[FUSED], walls[FIT], strict=True)])
+    print(
+        "\ntraining s: fit = time inside the hand-written sweep's fit calls (model build included); batchlab = sum "
+        "of the runs' total_time (first step to run end, tracing included). wall - training = start-up: process "
+        "and TensorFlow start, data, model build (once for fit, once per run for batchlab)"
+    )
+    print(f"per-step loss records: one row per step in every fused run: {'yes' if rows_ok else 'NO'}")
+    print(f"epoch train loss, fused vs fit: largest relative difference {gap:.1e}")
+    ok = ratio <= TARGET_RATIO and rows_ok
+    print(f"fused / fit wall time {ratio:.3f}; target <= {TARGET_RATIO}: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
