@@ -12,6 +12,8 @@ grabs it mid-sweep, then after it ends; then runs a 1-epoch variant (another lea
     main_window-light.png  main_window-dark.png  the Live tab after the sweep
     summary-light.png  summary-dark.png          the Summary tab
     compare-light.png  compare-dark.png          compared with a 1-epoch sweep: the banner
+    convergence_setup.png                        the Convergence section and its learning-rate preview (golmant-lsr)
+    range_test.png                               a range test run from the window (lr-find, 3 batch sizes)
     main_window.png, live_plots.png, runs_table.png, setup_panel.png, summary.png   (light; the README's)
 
 Uses the offscreen Qt platform unless a display is set, and private settings in a temporary folder.
@@ -38,6 +40,8 @@ SWEEP = {  # a small sweep that still shows the batch-size trade-offs
     "device": "cpu",
 }
 COMPARE = {**SWEEP, "epochs": 1, "batch_sizes": "32, 128", "lr": 0.002}  # 1 epoch, another learning rate
+RANGE_TEST = {"preset": "mnist-mlp", "samples": 512, "val_samples": 64, "batch_sizes": "16, 64, 256", "device": "cpu"}
+RANGE = {"lr_min": "1e-4", "lr_max": "10", "lr_steps": "80"}
 THEMES = ("light", "dark")
 SWEEP_TIMEOUT_S = 600
 
@@ -48,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the PNG files")
     parser.add_argument("--size", default="1440x900", help="window size in pixels, WIDTHxHEIGHT")
     parser.add_argument("--no-compare", action="store_true", help="skip the comparison sweep and its shots")
+    parser.add_argument(
+        "--only-convergence", action="store_true", help="only the Convergence section and the range test (~1 min)"
+    )
     args = parser.parse_args(argv)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -120,12 +127,39 @@ def main(argv: list[str] | None = None) -> int:
         settle()
         return True
 
+    def convergence_shots(window, tmp: str) -> None:
+        """The Convergence section with golmant-lsr's LSR warmup on log axes, then a real range test."""
+        window.setup.set_values({"preset": "golmant-lsr"})
+        window.setup.convergence.set_expanded(True)
+        window.setup.preview.log_x.setChecked(True)
+        settle()
+        window.setup.preview.update_now()
+        settle()
+        save(window.setup.convergence.grab(), "convergence_setup.png")
+        window.setup.set_values(RANGE_TEST)
+        window.setup.out.setText(str(Path(tmp) / "sweep.h5"))
+        dialog = window.setup.open_range_test()
+        for name, text in RANGE.items():
+            dialog.fields[name].setText(text)
+        print("running a range test from the window ...", file=sys.stderr)
+        dialog.start()
+        deadline = time.monotonic() + SWEEP_TIMEOUT_S
+        while dialog.running and time.monotonic() < deadline:
+            QTest.qWait(100)
+        settle()
+        save(dialog.grab(), "range_test.png")
+        dialog.close()
+
     with tempfile.TemporaryDirectory(prefix="batchlab-shots-") as tmp:
         window = MainWindow(QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat))
         window.show()
         window.resize(width, height)
         window.right_splitter.setSizes([int(height * 0.68), int(height * 0.22)])
         settle()
+        if args.only_convergence:
+            convergence_shots(window, tmp)
+            window.close()
+            return 0
         if args.run_file:
             run_file = Path(args.run_file)
             if not window.open_file(str(run_file)):
@@ -163,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 window.setup.set_values(SWEEP)
                 window.setup.out.setText("runs/my-sweep.h5")
                 in_each_theme(window, "compare", tab=1)
+        convergence_shots(window, tmp)
         window.close()
     return 0
 
