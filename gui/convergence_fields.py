@@ -282,6 +282,8 @@ class ConvergenceFields:
             on = bool(self._applies(field))
             self._editors[field].setEnabled(on)
             self._editors[field].setToolTip("" if on else why)
+        info = getattr(self, "_model_info", None) if values["workload"] == "keras-file" else None
+        self._fill_target_metrics(tuple(f"val_{m}" for m in info.metrics) if info is not None else ())
         self.target.setEnabled(bool(self.target_metric.currentData()))
         self.range_test_button.setEnabled(self._applies("lr_from") and not self.running_range_test())
         unit = values["budget_unit"] or "epochs"

@@ -208,10 +208,11 @@ class SetupPanel(ConvergenceFields, QScrollArea):
         """Show what the model file and the data file hold (read without TensorFlow, core.model_file and
         core.datasets) and file a shape mismatch between them under the data field, before Run."""
         info, shapes = None, None
+        self._model_info = None  # the model file's outline once read (its metrics are target choices)
         model_text = data_text = ""
         if values["model_file"].strip() and "model_file" not in errors:
             try:
-                info = cached_model_info(user_path(values["model_file"].strip()))
+                info = self._model_info = cached_model_info(user_path(values["model_file"].strip()))
                 model_text = info.summary()
             except SpecError as e:
                 errors["model_file"] = e.message

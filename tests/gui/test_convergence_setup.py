@@ -172,3 +172,23 @@ def test_the_section_summarises_itself_while_collapsed(panel):
     p.set_values({"preset": "golmant-lsr", "lr_rule": "constant"})
     assert "warmup 0 (preset: 2)" in p.preset_description.text()
     assert "lr rule constant (preset: linear)" in p.preset_description.text()
+
+
+def test_your_models_compiled_metrics_are_target_choices(panel, tmp_path, monkeypatch):
+    """A .keras model's compiled metrics (read without TensorFlow) join the target metrics as val_NAME."""
+    from batchlab.core import model_file
+    from batchlab.gui import setup_panel
+
+    info = model_file.ModelInfo("m", [(784,)], ["float32"], [(10,)], "mse", metrics=["mae"])
+    for module in (setup_panel, model_file):
+        monkeypatch.setattr(module, "cached_model_info", lambda _path: info)
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"")  # its outline comes from the stand-in above
+    names = lambda: [panel.target_metric.itemData(i) for i in range(panel.target_metric.count())]  # noqa: E731
+    assert "val_mae" not in names()
+    panel.set_values({"preset": "keras-file", "model_file": str(model)})
+    assert "val_mae" in names()  # offered once the model is named
+    panel.target_metric.setCurrentIndex(panel.target_metric.findData("val_mae"))
+    panel.target.setText("0.1")
+    assert panel.valid, panel.errors
+    assert panel.spec().target == "val_mae=0.1"
