@@ -66,7 +66,7 @@ class EvalMarks:
     ) -> int:
         """Bring one run's marks in one plot up to `points`; how many points were handed to setData.
 
-        rank: the run's place among the runs shown, so target labels of several runs stagger.
+        rank: the run's place among the runs shown (its index), so target labels of several runs stagger.
         """
         mark_key = (*key, plot_id)
         curve = self.curves.get(mark_key)
@@ -104,12 +104,22 @@ class EvalMarks:
             plot.addItem(line, ignoreBounds=True)
             plot.addItem(line.tag, ignoreBounds=True)
         line.met_text = text
+        line.rank = rank
+        line.colour_name = QColor(colour).name()
         position = math.log10(x) if log_x else x
         line.setPos(position)
         line.setToolTip(text)
-        line.tag.set_mark(text, position, rank % LABEL_ROWS)
+        # A label row per run that met its target before this one (in the plot); a run that met it at the same
+        # step in the same colour (another seed of its batch size: the same words) shares that run's label.
+        shown = [
+            other
+            for key, other in self.lines.items()
+            if key[2] == mark_key[2] and other is not line and other.isVisible() and other.rank < rank
+        ]
+        twin = any(o.tag.isVisible() and o.met_text == text and o.colour_name == line.colour_name for o in shown)
+        line.tag.set_mark(text, position, sum(o.tag.isVisible() for o in shown) % LABEL_ROWS)
         line.setVisible(True)
-        line.tag.setVisible(True)
+        line.tag.setVisible(not twin)
         self.style_line(line, colour, dimmed=dimmed)
 
     def style_curve(self, curve: pg.PlotDataItem, colour: QColor, *, dimmed: bool, highlighted: bool) -> None:

@@ -15,6 +15,11 @@ grabs it mid-sweep, then after it ends; then runs a 1-epoch variant (another lea
     convergence_setup.png                        the Convergence section and its learning-rate preview (golmant-lsr)
     range_test.png                               a range test run from the window (lr-find, 3 batch sizes)
     main_window.png, live_plots.png, runs_table.png, setup_panel.png, summary.png   (light; the README's)
+    walkthrough_live.png                         mid-sweep, light: the running epoch in every epoch plot
+    walkthrough_examples_log.png                 after the sweep: loss against examples seen, log x
+    walkthrough_targets.png  walkthrough_seeds.png   a train-to-target sweep with two seeds (run headless
+                                                 with `batchlab sweep`, then opened): evaluation points and
+                                                 target lines on the Live tab; the Summary's min-max bands
 
 Uses the offscreen Qt platform unless a display is set, and private settings in a temporary folder.
 """
@@ -42,6 +47,12 @@ SWEEP = {  # a small sweep that still shows the batch-size trade-offs
 COMPARE = {**SWEEP, "epochs": 1, "batch_sizes": "32, 128", "lr": 0.002}  # 1 epoch, another learning rate
 RANGE_TEST = {"preset": "mnist-mlp", "samples": 512, "val_samples": 64, "batch_sizes": "16, 64, 256", "device": "cpu"}
 RANGE = {"lr_min": "1e-4", "lr_max": "10", "lr_steps": "80"}
+# Train to target with two seeds per batch size (`batchlab sweep` options; --keep-training so the curves go on
+# past the target line)
+TARGETS = (
+    "--preset mnist-mlp --samples 2048 --val-samples 512 --epochs 3 --batch-sizes 16,64,256 --seeds 0,1 "
+    "--target val_accuracy=0.85 --eval-every 20 --keep-training --device cpu --quiet"
+).split()
 THEMES = ("light", "dark")
 SWEEP_TIMEOUT_S = 600
 
@@ -55,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-convergence", action="store_true", help="only the Convergence section and the range test (~1 min)"
     )
+    parser.add_argument(
+        "--targets-file", help="an existing train-to-target run file for the walkthrough_targets/seeds shots"
+    )
+    parser.add_argument("--no-targets", action="store_true", help="skip the train-to-target sweep and its shots")
     args = parser.parse_args(argv)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -169,7 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run_file = Path(tmp) / "batch-sweep.h5"
             print(f"running a small sweep from the window into {run_file} ...", file=sys.stderr)
-            if not run_from_window(window, SWEEP, run_file, on_half_way=lambda: in_each_theme(window, "mid_sweep")):
+
+            def half_way() -> None:
+                in_each_theme(window, "mid_sweep")
+                save(window.grab(), "walkthrough_live.png")  # light again: the running epoch's marks
+
+            if not run_from_window(window, SWEEP, run_file, on_half_way=half_way):
                 return 1
             window.open_file(str(run_file))
         window.setup.out.setText("runs/my-sweep.h5")
@@ -184,9 +204,28 @@ def main(argv: list[str] | None = None) -> int:
         save(window.live.grab(), "live_plots.png")
         save(window.bottom.grab(), "runs_table.png")
         save(window.setup.grab(), "setup_panel.png")
+        window.live.set_loss_x("examples", True)
+        settle()
+        save(window.grab(), "walkthrough_examples_log.png")
+        window.live.set_loss_x("step", False)
         window.views.setCurrentIndex(1)
         settle()
         save(window.grab(), "summary.png")
+        if not args.no_targets:
+            targets = Path(args.targets_file) if args.targets_file else Path(tmp) / "to-target.h5"
+            if not args.targets_file:
+                print(f"running a train-to-target sweep headless into {targets} ...", file=sys.stderr)
+                command = [sys.executable, "-m", "batchlab.main", "sweep", *TARGETS, "--out", str(targets)]
+                subprocess.run(command, check=True, cwd=tmp)
+            window.open_file(str(targets))
+            window.use_file_settings()
+            window.status_label.setText(f"Opened {targets.name}: {window.data.status}, {len(window.data.runs)} runs")
+            window.views.setCurrentIndex(0)
+            settle()
+            save(window.grab(), "walkthrough_targets.png")
+            window.views.setCurrentIndex(1)
+            settle()
+            save(window.grab(), "walkthrough_seeds.png")
         if not args.no_compare:
             other = Path(tmp) / "one-epoch.h5"
             print(f"running a 1-epoch variant into {other} to compare ...", file=sys.stderr)
