@@ -1,8 +1,9 @@
 """The epoch-time-split bars of the live plots: per run, mean epoch time split into compute, input wait and other.
 
-While a run trains, its running epoch is drawn too, as a see-through bar with a dashed outline at
-the same place: its time so far split the same way (core.figures.running_epoch), growing with every
-refresh until the epoch ends and the finished epochs' mean takes it in.
+While a run trains, its running epoch is drawn too, as a narrower pale bar (a tint of the run's
+colour) with a dashed outline over the run's bar: its time so far split the same way
+(core.figures.running_epoch), growing with every refresh until the epoch ends and the finished
+epochs' mean takes it in.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ SEGMENTS = (("compute", "compute_time"), ("input wait", "input_wait_time"), ("ot
 # The "other" part of an epoch: a grey with >= 3:1 contrast against both themes' plot backgrounds
 # (3.1:1 on the light white, 5.2:1 on the dark #1F2023; the previous #BBBBBB was 1.9:1 on white)
 OTHER_COLOUR = "#929292"
-RUNNING_ALPHA = 110  # of 255: the running epoch's bar lets the finished epochs' mean bar show through
+RUNNING_TINT = 0.45  # the running epoch's bar: this share of the run's colour over the plot background
 RUNNING_WIDTH = 0.55  # of a bar's width: narrower, so the mean bar behind it shows at both sides
 RUNNING_LEGEND = "running epoch so far"
 
@@ -54,6 +55,9 @@ class EpochBars:
         for key in [k for k in self.items if k[0] == source]:
             self.plot_item.removeItem(self.items.pop(key))
         self.running = {k: v for k, v in self.running.items() if k[0] != source}
+        if not self.running and self.running_sample is not None:
+            self.plot_item.legend.removeItem(self.running_sample)
+            self.running_sample = None
 
     def draw(
         self,
@@ -160,15 +164,25 @@ class EpochBars:
             self.running_sample = pg.BarGraphItem(x=[0], height=[1], width=1)
             self.plot_item.legend.addItem(self.running_sample, RUNNING_LEGEND)
             self.restyle_legend()
+        elif not self.running and self.running_sample is not None:  # nothing running: nothing to explain
+            self.plot_item.legend.removeItem(self.running_sample)
+            self.running_sample = None
 
 
 def _running_brush(colour: QColor, segment: str = "compute", dimmed: bool = False):
-    c = QColor(colour)
-    c.setAlpha(RUNNING_ALPHA // 3 if dimmed else RUNNING_ALPHA)
+    """A light tint of the colour, opaque, so the running bar reads as a pale window in its run's solid bar."""
+    background = QColor(PLOT_COLOURS["background"])
+    share = RUNNING_TINT / (3 if dimmed else 1)
+    c = QColor.fromRgbF(*(b + (f - b) * share for b, f in zip(_rgb(background), _rgb(QColor(colour)), strict=True)))
     brush = pg.mkBrush(c)
     if segment == "input wait":
+        brush = pg.mkBrush(QColor(colour))
         brush.setStyle(Qt.BrushStyle.BDiagPattern)
     return brush
+
+
+def _rgb(c: QColor) -> tuple[float, float, float]:
+    return c.redF(), c.greenF(), c.blueF()
 
 
 def _running_pen(colour: QColor, dimmed: bool = False):

@@ -186,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running a small sweep from the window into {run_file} ...", file=sys.stderr)
 
             def half_way() -> None:
+                window.refresh(full=True)  # first, while the run is inside its epoch: the running epoch's marks
+                settle()
+                save(window.grab(), "walkthrough_live.png")
                 in_each_theme(window, "mid_sweep")
-                save(window.grab(), "walkthrough_live.png")  # light again: the running epoch's marks
 
             if not run_from_window(window, SWEEP, run_file, on_half_way=half_way):
                 return 1

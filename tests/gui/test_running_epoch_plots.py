@@ -41,6 +41,8 @@ def test_the_time_split_shows_the_running_epoch_so_far_from_its_own_steps_only(q
             whole = (expected.compute_s, expected.input_wait_s, expected.elapsed_s)
             assert (compute, wait, total) == pytest.approx(whole)
             totals.append((expected.epoch, total))
+            labels = [label.text for _s, label in live.plots["epoch_split"].getPlotItem().legend.items]
+            assert "running epoch so far" in labels
         elif event["type"] == "epoch_ended":
             assert ("main", 0) not in live.bars.running  # the epoch's own row now: the mean bar holds it
             heights = live.bars.items[("main", "compute")].opts["height"]
@@ -54,6 +56,8 @@ def test_the_time_split_shows_the_running_epoch_so_far_from_its_own_steps_only(q
     # each frame's figures came from the running epoch's steps (and the one before), never the whole run
     assert rows_passed and max(rows_passed) <= per_epoch + 1
     assert not live.bars.running  # the run ended
+    labels = [label.text for _s, label in live.plots["epoch_split"].getPlotItem().legend.items]
+    assert "running epoch so far" not in labels  # nothing running: no legend entry for it
     live.close()
 
 
