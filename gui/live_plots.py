@@ -16,6 +16,7 @@ import numpy as np
 import pyqtgraph as pg
 from batchlab.core.figures import RunningEpoch, running_epoch, running_epoch_rows
 from batchlab.core.model import RunData, SweepData
+from batchlab.gui.batch_marks import BatchMarks
 from batchlab.gui.epoch_bars import EpochBars
 from batchlab.gui.eval_marks import EvalMarks
 from batchlab.gui.plot_style import (
@@ -144,6 +145,7 @@ class LivePlots(QWidget):
         self._memory_label = ""
         self.bars = EpochBars(self.plots["epoch_split"].getPlotItem(), colours)
         self.evals = EvalMarks()
+        self.batch_marks = BatchMarks()
         self._bars_drawn: set[str] = set()  # sources whose bars were drawn
         self.selection: set[RunKey] = set()
         self.set_points: dict[str, int] = {}  # plot id -> points handed to setData by its last update (tests)
@@ -185,6 +187,7 @@ class LivePlots(QWidget):
         self._legend_named = {n for n in self._legend_named if n[1] != source}
         self.bars.remove(source)
         self.evals.remove(self.plots, source)
+        self.batch_marks.remove(self.plots, source)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
         self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
         self._running_cache = {k: v for k, v in self._running_cache.items() if k[0] != source}
@@ -350,6 +353,7 @@ class LivePlots(QWidget):
             shown = self._draw_provisional(source, run, only_plot) or shown
         if only_plot in EVAL_PLOTS:
             shown = self._draw_evaluations(source, run, only_plot) or shown
+            shown = self._draw_batch_changes(source, run, only_plot) or shown
         if only_plot == "memory":
             shown = self._draw_memory_so_far(source, run) or shown
             self._label_memory()
@@ -373,6 +377,33 @@ class LivePlots(QWidget):
             self._style_provisional(marker, run.batch_size)
         marker.setData([figures.epoch + 1.0], [getattr(figures, PROVISIONAL[plot_id])])
         return True
+
+    def _draw_batch_changes(self, source: str, run: RunData, plot_id: str) -> bool:
+        """Triangles where a batch-size schedule changed the run's batch (gui/batch_marks.py)."""
+        n = self._rows(source, run, "steps")
+        if not n:
+            return False
+        x_axis = self.loss_x if plot_id == "loss_step" else "wall_time"
+        steps = run.steps
+
+        def x_of(rows: np.ndarray) -> np.ndarray:
+            if x_axis == "step":
+                return np.asarray(steps["step"][rows], dtype=float) + 1
+            if x_axis == "examples":
+                return examples_seen(run, rows)
+            return np.asarray(steps["wall_time"][rows], dtype=float)
+
+        key = (source, run.index)
+        return self.batch_marks.draw(
+            self.plots[plot_id].getPlotItem(),
+            plot_id,
+            run,
+            key,
+            n,
+            x_of,
+            self.colours.colour(run.batch_size),
+            dimmed=bool(self.selection) and key not in self.selection,
+        )
 
     def _draw_evaluations(self, source: str, run: RunData, plot_id: str) -> bool:
         """The run's evaluation points and target mark in a loss plot (core.figures.evaluation_points)."""
@@ -586,6 +617,7 @@ class LivePlots(QWidget):
             self._style_sample(series)
         self.bars.restyle_legend()
         self.evals.restyle_legend()
+        self.batch_marks.restyle_legend()
         self._drawn = {k: v for k, v in self._drawn.items() if k[2] not in EVAL_PLOTS}  # marks restyled as drawn
         self._bars_drawn.clear()
         self.refresh()
