@@ -137,6 +137,8 @@ class EpochBars:
         for seg, _ in SEGMENTS:
             key = (source, "running " + seg)
             item = self.items.get(key)
+            if item is None and not xs:
+                continue  # made with the first running epoch, so a finished sweep has no hidden bars
             if item is None:
                 item = self.items[key] = pg.BarGraphItem(x=[], height=[], width=width)
                 item.setZValue(5)  # over the finished epochs' mean bar, which shows through

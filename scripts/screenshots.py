@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             save(window.grab(), f"{name}-{theme}.png")
         window.apply_theme("light")
 
-    def run_from_window(window, values: dict, out: Path, on_half_way=None) -> bool:
+    def run_from_window(window, values: dict, out: Path, on_half_way=None, on_poll=None) -> bool:
         window.setup.set_values(values)
         window.setup.out.setText(str(out))
         if not window.start_sweep():
@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         half_way_done = on_half_way is None
         while window.running and time.monotonic() < deadline:
             QTest.qWait(100)
+            if on_poll is not None:
+                on_poll()
             p = window.progress
             # mid-sweep: a few runs done and the next one has drawn some epochs
             running_epoch = p.current.get("epoch", 0) if p is not None and p.current else 0
@@ -185,13 +187,28 @@ def main(argv: list[str] | None = None) -> int:
             run_file = Path(tmp) / "batch-sweep.h5"
             print(f"running a small sweep from the window into {run_file} ...", file=sys.stderr)
 
-            def half_way() -> None:
-                window.refresh(full=True)  # first, while the run is inside its epoch: the running epoch's marks
-                settle()
-                save(window.grab(), "walkthrough_live.png")
-                in_each_theme(window, "mid_sweep")
+            taken = []
 
-            if not run_from_window(window, SWEEP, run_file, on_half_way=half_way):
+            def running_epoch_shot() -> None:
+                """walkthrough_live.png: the first moment a later run is inside its second or third epoch
+                and the plots show its running epoch (checked on the plots themselves, then grabbed)."""
+                p = window.progress
+                if taken or p is None or p.done_runs < 2 or not p.current or p.current.get("epoch", 0) < 1:
+                    return
+                window.refresh(full=True)
+                app.processEvents()
+                if window.live.bars.running:
+                    save(window.grab(), "walkthrough_live.png")
+                    taken.append(True)
+
+            ok = run_from_window(
+                window,
+                SWEEP,
+                run_file,
+                on_half_way=lambda: in_each_theme(window, "mid_sweep"),
+                on_poll=running_epoch_shot,
+            )
+            if not ok:
                 return 1
             window.open_file(str(run_file))
         window.setup.out.setText("runs/my-sweep.h5")
