@@ -24,6 +24,7 @@ printed, then the median and the range over rounds, with the load average before
 Usage (from the repository root):
 
     .venv/bin/python bench/bench_sweep_tax.py [--repeats 3] [--epochs 10] [--val-samples 0] [--fresh]
+        [--batch-sizes 8,16,...]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -54,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
     p.add_argument("--epochs", type=int, default=None, help="epochs per run (default: the preset's, 10)")
     p.add_argument("--val-samples", type=int, default=0, help="validation samples (default 0: off, as measured)")
+    p.add_argument("--batch-sizes", default=None, help="comma-separated batch sizes (default: the preset's, 8-512)")
     p.add_argument("--fresh", action="store_true", help="also time the sweep with a fresh child per run")
     p.add_argument("--hand-written", action="store_true", help=argparse.SUPPRESS)  # the fit way's own process
     p.add_argument("--no-standby", dest="no_standby", metavar="OUT", help=argparse.SUPPRESS)  # the fresh way
@@ -64,6 +67,8 @@ def sweep_values(args: argparse.Namespace) -> dict:
     values = {"preset": PRESET, "val_samples": args.val_samples, "seeds": [SEED], "device": "cpu"}
     if args.epochs is not None:
         values["epochs"] = args.epochs
+    if args.batch_sizes:
+        values["batch_sizes"] = args.batch_sizes
     return values
 
 
@@ -102,6 +107,7 @@ def fresh_sweep(args: argparse.Namespace) -> int:
 def command(way: str, args: argparse.Namespace, out: Path) -> list[str]:
     me = [sys.executable, str(Path(__file__).resolve())]
     common = ["--val-samples", str(args.val_samples)] + (["--epochs", str(args.epochs)] if args.epochs else [])
+    common += ["--batch-sizes", args.batch_sizes] if args.batch_sizes else []
     if way == FIT:
         return [*me, "--hand-written", *common]
     if way == FRESH:
@@ -118,14 +124,19 @@ def load() -> str:
     return "{:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall time (s) of the command, and the CPU time (s, user + system) of it and every process it waited for
+    (a sweep's training children included): on a machine other work keeps busy, the CPU time says how much
+    work each way does, which the wall time there cannot."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{shlex.join(cmd)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def report_startup(files: dict[str, list[Path]]) -> None:
@@ -176,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     for way in ways:
         print(f"  {way:<9} {shlex.join(command(way, args, Path('OUT.h5')))}")
     walls: dict[str, list[float]] = {w: [] for w in ways}
+    cpus: dict[str, list[float]] = {w: [] for w in ways}
     files: dict[str, list[Path]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-tax-") as tmp:
         for r in range(args.repeats):
@@ -183,16 +195,21 @@ def main(argv: list[str] | None = None) -> int:
             for way in order:
                 out = Path(tmp) / f"{way}-{r}.h5"
                 before = load()
-                walls[way].append(timed(command(way, args, out)))
+                wall, cpu = timed(command(way, args, out))
+                walls[way].append(wall)
+                cpus[way].append(cpu)
                 if way != FIT:
                     files.setdefault(way, []).append(out)
-                print(f"  round {r + 1} {way:<9} {walls[way][-1]:7.1f} s   (load before: {before})", flush=True)
+                print(
+                    f"  round {r + 1} {way:<9} {wall:7.1f} s wall {cpu:7.1f} s CPU  (load before: {before})", flush=True
+                )
             ratios = "  ".join(f"{w}/fit {walls[w][-1] / walls[FIT][-1]:.3f}" for w in ways if w != FIT)
             print(f"  round {r + 1}: {ratios}", flush=True)
         print(f"\nwall time of the whole sweep, s (load now: {load()})")
         for way in ways:
             each = ", ".join(f"{t:.1f}" for t in walls[way])
-            print(f"  {way:<9} median {statistics.median(walls[way]):7.1f}  rounds {each}")
+            cpu = statistics.median(cpus[way])
+            print(f"  {way:<9} median {statistics.median(walls[way]):7.1f}  rounds {each}  (CPU median {cpu:.1f} s)")
         verdict = 0
         for way in ways:
             if way == FIT:
@@ -205,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                 verdict = 0 if ok else 1
                 line += f"; target <= {TARGET_RATIO}: {'PASS' if ok else 'MISSED'}"
             print(line)
+            cpu_pairs = [b / f for f, b in zip(cpus[FIT], cpus[way], strict=True)]
+            spread = f"{min(cpu_pairs):.3f}-{max(cpu_pairs):.3f}"
+            print(f"{way}/fit CPU time: median of round ratios {statistics.median(cpu_pairs):.3f}, range {spread}")
         if BATCHLAB in files:
             report_startup(files)
     return verdict

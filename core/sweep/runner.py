@@ -5,9 +5,10 @@ that runs out of memory, diverges or whose child dies is recorded with that stat
 sweep goes on in a fresh child. `stop()` ends the current run cleanly and skips the rest.
 
 Each run still trains in its own process (a crash loses one run; one run's memory figures are its
-own), but that process is started ahead: while run i trains, the child for run i+1 starts, imports
-TensorFlow, loads the data and waits for its run (a standby), so the sweep does not wait for that
-start-up between runs. The first run's child gets ready while the probe checks the spec.
+own), but that process is started ahead: once run i starts training, the child for run i+1 starts,
+imports TensorFlow and loads the data at the lowest CPU priority (the cycles training leaves) and
+waits for its run (a standby), so the sweep does not wait for that start-up between runs. The first
+run's child gets ready while the probe checks the spec.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchlab.core.events import RUN_ENDED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
+from batchlab.core.events import RUN_ENDED, RUN_STARTED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
 from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
 from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main, run_main
 from batchlab.core.training.startup import FRESH, STANDBY
@@ -264,11 +265,17 @@ class SweepRunner:
             if self._stop.is_set():
                 child.stop.set()
         child.request(kind)
-        if next_run is not None and self._can_stand_by(next_run):
-            standby = self._launch(next_run)  # imports TensorFlow and loads the data while this run trains
-            with self._lock:
-                self._standby = standby
-        status = self._finish(child, sink)
+
+        def forward(event: dict[str, Any]) -> None:
+            sink(event)
+            # Once this run starts training (its model built), the next run's child starts, importing
+            # TensorFlow and loading the data at the lowest CPU priority, with the cycles training leaves.
+            if event.get("type") == RUN_STARTED and next_run is not None and self._can_stand_by(next_run):
+                standby = self._launch(next_run)
+                with self._lock:
+                    self._standby = standby
+
+        status = self._finish(child, forward)
         if status != "ok":
             self.discard_standby()  # whatever went wrong, the next run starts in a fresh process
         return status

@@ -13,6 +13,7 @@ import os
 import platform
 import signal
 import sys
+import threading
 from typing import Any
 
 from batchlab.core.events import RUN_ENDED, log_event, make_event, now_iso
@@ -21,6 +22,7 @@ from batchlab.core.training.startup import StartupClock
 
 PROBE_RESULT = "probe_result"
 PROBE_ERROR = "probe_error"
+STANDBY_NICE = 19  # a standby prepares at the lowest priority: the run that trains meanwhile keeps the CPU
 
 
 def _set_device_environment(device: str) -> None:
@@ -177,11 +179,19 @@ def run_main(
         # Inside the try: rebuilding the spec checks the data file again, which may be gone by now.
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
-        with startup.phase("import"):
-            tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
-            from batchlab.core.training.trainer import load_run_data, train_run
-        with startup.phase("data"):
-            data = load_run_data(run)
+        ahead = waiting and not go.poll(0)  # no request yet: a standby, while another run trains
+
+        def prepare():
+            if ahead:
+                _yield_cpu()
+            with startup.phase("import"):
+                prepared = _setup_tensorflow(run.sweep.device)
+                from batchlab.core.training import trainer
+            with startup.phase("data"):
+                return trainer, prepared, trainer.load_run_data(run)
+
+        trainer, (tf, tf_device, nvml_index, device_name), data = _in_thread(prepare) if ahead else prepare()
+        train_run = trainer.train_run
         startup.ready()
         if waiting:
             waiting = False
@@ -196,6 +206,33 @@ def run_main(
         sys.stdout.flush()
         sys.stderr.flush()
         conn.close()
+
+
+def _yield_cpu() -> None:
+    """Lowest CPU priority for the calling thread only (Linux: nice is per thread), so a standby's import
+    takes only the cycles the training run leaves; the main thread, which trains, keeps its priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), STANDBY_NICE)
+    except (OSError, AttributeError):  # not Linux: the whole process would be lowered for good, so not at all
+        pass
+
+
+def _in_thread(work):
+    """Run `work()` in a thread of its own and return its result (or raise its exception) here."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = work()
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="batchlab-standby-prepare", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def _wait_for_request(go, startup: StartupClock) -> bool:
