@@ -53,7 +53,13 @@ STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cl
 LOG_LIMIT = 5000  # lines kept in the log panel
 CANNOT_RUN = "Cannot run yet:"  # the status bar's start when Ctrl+R explains invalid fields
 SETUP_MAX_PX = 440  # the setup panel's first width at most (it scrolls when the splitter makes it narrower)
-BOOL_SETTINGS = ("shuffle", "nesterov", "keep_training")  # setup checkboxes kept in the last setup
+BOOL_SETTINGS = (
+    "shuffle",
+    "nesterov",
+    "keep_training",
+    "xla",
+    "mixed_precision",
+)  # setup checkboxes kept in the last setup
 
 
 class MainWindow(FileActionsMixin, QMainWindow):

@@ -24,6 +24,7 @@ from batchlab.core.spec import (
 )
 from batchlab.core.spec_diff import show_value
 from batchlab.gui.convergence_fields import SHOWN_UNDER, ConvergenceFields
+from batchlab.gui.execution_fields import ExecutionFields
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -61,7 +62,7 @@ def output_error(path: str) -> str | None:
     return problem.message if problem else None
 
 
-class SetupPanel(ConvergenceFields, QScrollArea):
+class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
     """All setup fields; `validity_changed(bool)` after every edit, `errors` holds the current messages."""
 
     validity_changed = Signal(bool)
@@ -85,6 +86,7 @@ class SetupPanel(ConvergenceFields, QScrollArea):
         self._build_batches(layout)
         self._build_optimizer(layout)
         self._build_convergence(layout)
+        self._build_execution(layout)
         self._build_output(layout)
         layout.addStretch(1)
         self.setWidget(body)
@@ -358,8 +360,9 @@ class SetupPanel(ConvergenceFields, QScrollArea):
         """Scroll to a field and put the keyboard focus in it."""
         editor = self._editors.get(field)
         if editor is not None:
-            if self.convergence.isAncestorOf(editor):
-                self.convergence.set_expanded(True)
+            for section in (self.convergence, self.execution):
+                if section.isAncestorOf(editor):
+                    section.set_expanded(True)
             self.ensureWidgetVisible(editor)
             editor.setFocus(Qt.FocusReason.OtherFocusReason)
 
@@ -392,6 +395,7 @@ class SetupPanel(ConvergenceFields, QScrollArea):
             "val_fraction": (self.val_fraction.text().strip() or None) if self._is_csv() else None,
             "scale": self.scale.text(),
             **self._convergence_values(),
+            **self._execution_values(),
         }
 
     def _applies(self, field: str) -> bool:
@@ -402,6 +406,8 @@ class SetupPanel(ConvergenceFields, QScrollArea):
         if field == "lr":  # an lr-find file gives each batch size its own rate instead
             return optimizer != MODEL_OPTIMIZER and not self.lr_from.text().strip()
         own = self._convergence_applies(field)
+        if own is None:
+            own = self._execution_applies(field)
         return True if own is None else own
 
     def _data_value(self) -> str:
@@ -501,7 +507,8 @@ class SetupPanel(ConvergenceFields, QScrollArea):
             except SpecError:
                 continue
             now_text, preset_text = (
-                show_value(v) if v is not None or field != "target" else "none" for v in (now, preset)
+                show_value(v) if v is not None or field not in ("target", "noise_scale_every") else "none"
+                for v in (now, preset)
             )
             if field == "epochs" and units[0] != units[1]:  # the budget's kind changed: say both kinds
                 out.append(f"budget {now_text} {units[0]} (preset: {preset_text} {units[1]})")
@@ -571,6 +578,7 @@ class SetupPanel(ConvergenceFields, QScrollArea):
             lr_why = "each batch size's rate comes from the lr-find file under Rates from"
         self.lr.setToolTip("" if self._applies("lr") else lr_why)
         self._update_convergence(values, errors)
+        self._update_execution(values, errors)
         self._show_description()
         self.values_changed.emit()
         return not errors

@@ -1,0 +1,116 @@
+"""The setup panel's Execution & measurement section: --fused, --xla, --mixed-precision, --noise-scale-every and
+--noise-scale-parts (issue 12 item 6, issue 10 item 3), checked by the CLI's parsers and cross-field rules and
+built into the CLI's spec. No training: the panel alone (the window only for its last-setup round trip)."""
+
+from __future__ import annotations
+
+import pytest
+from batchlab.core import cli
+from batchlab.core.spec import SpecError, build_spec
+from batchlab.gui.setup_panel import SetupPanel
+
+MLP = {"preset": "mnist-mlp", "samples": "256", "val_samples": "64", "batch_sizes": "16, 64"}
+
+
+@pytest.fixture
+def panel(qtbot, tmp_path):
+    p = SetupPanel(str(tmp_path))
+    qtbot.addWidget(p)
+    p.resize(420, 700)
+    p.show()
+    p.set_values(MLP)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("field", "values"),
+    [
+        ("fused", {"fused": "0"}),
+        ("fused", {"fused": "8", "loop": "fit"}),
+        ("fused", {"fused": "8", "noise_scale_every": "5"}),
+        ("mixed_precision", {"mixed_precision": True, "device": "cpu"}),
+        ("noise_scale_every", {"noise_scale_every": "0"}),
+        ("noise_scale_every", {"noise_scale_every": "5", "loop": "fit"}),
+        ("noise_scale_parts", {"noise_scale_every": "5", "noise_scale_parts": "65"}),
+        # 32 micro-batches of batch 16: a cross-field rule
+        ("noise_scale_parts", {"noise_scale_every": "5", "noise_scale_parts": "32"}),
+    ],
+    ids=["fused-0", "fused-fit", "fused-noise", "mixed-cpu", "every-0", "every-fit", "parts-65", "parts-batch"],
+)
+def test_each_field_shows_the_cli_message_under_it_and_opens_the_section(panel, field, values):
+    panel.execution.set_expanded(False)
+    panel.set_values({**MLP, **values})
+    with pytest.raises(SpecError) as raised:
+        build_spec(panel.values())
+    assert raised.value.field == field
+    label = panel._error_labels[field]
+    assert label.isVisible() and label.text() == raised.value.message
+    assert not panel.valid and panel.first_error() == field
+    assert panel.execution.expanded
+
+
+def test_fused_with_a_batch_schedule_is_refused_under_the_schedule(panel):
+    panel.set_values({**MLP, "fused": "4", "batch_schedule": "grow"})
+    assert panel.errors.get("batch_schedule", "").startswith("'grow' with fused 4 is not supported")
+
+
+def test_fields_that_do_not_apply_are_disabled_with_why(panel):
+    p = panel
+    p.set_values({**MLP, "noise_scale_every": "", "noise_scale_parts": "1"})
+    assert not p.noise_scale_parts.isEnabled() and "Noise scale every" in p.noise_scale_parts.toolTip()
+    assert p.valid, p.errors  # a bad value in a field that does not apply is not sent
+    p.noise_scale_every.setText("10")
+    assert p.noise_scale_parts.isEnabled() and "noise_scale_parts" in p.errors
+    assert p.noise_scale_parts.toolTip().startswith("micro-batches a measured batch is split into")
+    p.apply_preset("keras-file")
+    p.mixed_precision.setChecked(True)
+    assert not p.mixed_precision.isEnabled() and "dtypes it was saved with" in p.mixed_precision.toolTip()
+    assert p.values()["mixed_precision"] is False
+
+
+CLI_CASES = [
+    ["--fused", "8", "--xla"],
+    ["--noise-scale-every", "5", "--noise-scale-parts", "8", "--lr-rule", "linear"],
+    ["--mixed-precision", "--device", "auto", "--fused", "2", "--sync", "every_step", "--xla"],
+]
+
+
+@pytest.mark.parametrize("argv", CLI_CASES, ids=["fused-xla", "noise-scale", "mixed-precision"])
+def test_the_panel_builds_the_spec_the_cli_builds_and_loads_it_back(panel, argv):
+    args = cli._build_parser().parse_args(
+        ["sweep", "--preset", "mnist-mlp", "--samples", "256", "--val-samples", "64", "--batch-sizes", "16,64", *argv]
+    )
+    values = cli.sweep_values(args)
+    cli_spec = build_spec(values)
+    panel.set_values({k: v for k, v in values.items() if v is not None})
+    assert panel.valid, panel.errors
+    assert panel.spec().to_dict() == cli_spec.to_dict()
+    panel.apply_preset("mnist-cnn")  # then a run file's spec fills every field again
+    panel.set_values(cli_spec.to_dict())
+    assert panel.spec().to_dict() == cli_spec.to_dict()
+    d = cli_spec.to_dict()
+    assert panel.fused.text() == str(d["fused"]) and panel.xla.isChecked() is d["xla"]
+    assert panel.mixed_precision.isChecked() is d["mixed_precision"]
+    assert panel.noise_scale_every.text() == ("" if d["noise_scale_every"] is None else str(d["noise_scale_every"]))
+
+
+def test_the_section_summarises_itself_and_the_preset_description_lists_changes(panel):
+    p = panel
+    assert not p.execution.expanded and p.execution.summary.isVisible()
+    assert p.execution.summary.text() == "one step per call · float32 · noise scale off"
+    p.set_values({**MLP, "fused": "8", "xla": True})
+    assert p.execution.summary.text() == "8 steps per call · XLA · float32 · noise scale off"
+    assert "fused 8 (preset: 1); xla yes (preset: no)" in p.preset_description.text()
+    p.set_values({**MLP, "noise_scale_every": "20", "noise_scale_parts": "8"})
+    assert p.execution.summary.text().endswith("noise scale every 20 steps in 8 parts")
+    assert "noise scale every 20 (preset: none)" in p.preset_description.text()
+
+
+def test_the_last_setup_keeps_them(main_window):
+    w = main_window
+    w.setup.set_values({**MLP, "fused": "4", "xla": True, "mixed_precision": True, "device": "auto"})
+    assert w.setup.valid, w.setup.errors
+    w.save_settings()
+    w.setup.apply_preset("mnist-cnn")
+    w._restore_settings()
+    assert w.setup.fused.text() == "4" and w.setup.xla.isChecked() and w.setup.mixed_precision.isChecked()
