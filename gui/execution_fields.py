@@ -21,7 +21,7 @@ class ExecutionFields:
     """Builds and reads the execution and measurement fields; see the module docstring."""
 
     def _build_execution(self, layout: QVBoxLayout) -> None:
-        self.execution = Collapsible("Execution & measurement: fused steps, XLA, noise scale")
+        self.execution = Collapsible("Execution && measurement: fused steps, noise scale")
         self.execution.setObjectName("execution")
         self.execution.header.setObjectName("execution_header")
         self.execution.summary.setObjectName("execution_summary")
@@ -29,7 +29,7 @@ class ExecutionFields:
         form = self.execution.form
         self.fused = QLineEdit()
         self.fused.setPlaceholderText("1: one step per call")
-        self._row(form, "fused", "Steps per call", self.fused)
+        self._row(form, "fused", "Fused steps per call", self.fused)
         self.xla = QCheckBox("compile the train step with XLA")
         self._row(form, "xla", "", self.xla)
         self.mixed_precision = QCheckBox("mixed precision (float16, GPU only)")
