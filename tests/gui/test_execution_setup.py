@@ -8,6 +8,8 @@ import pytest
 from batchlab.core import cli
 from batchlab.core.spec import SpecError, build_spec
 from batchlab.gui.setup_panel import SetupPanel
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 MLP = {"preset": "mnist-mlp", "samples": "256", "val_samples": "64", "batch_sizes": "16, 64"}
 
@@ -106,7 +108,7 @@ def test_the_section_summarises_itself_and_the_preset_description_lists_changes(
     assert "noise scale every 20 (preset: none)" in p.preset_description.text()
 
 
-def test_the_last_setup_keeps_them(main_window):
+def test_the_last_setup_keeps_them_and_ctrl_r_finds_a_bad_one(main_window, qtbot):
     w = main_window
     w.setup.set_values({**MLP, "fused": "4", "xla": True, "mixed_precision": True, "device": "auto"})
     assert w.setup.valid, w.setup.errors
@@ -114,3 +116,10 @@ def test_the_last_setup_keeps_them(main_window):
     w.setup.apply_preset("mnist-cnn")
     w._restore_settings()
     assert w.setup.fused.text() == "4" and w.setup.xla.isChecked() and w.setup.mixed_precision.isChecked()
+    w.setup.set_values({**MLP, "noise_scale_every": "0"})
+    w.setup.execution.set_expanded(False)
+    w.activateWindow()
+    qtbot.waitActive(w)
+    qtbot.keyClick(w, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    assert w.status_label.text().startswith("Cannot run yet: Noise scale every (steps): 0 is too small")
+    assert w.setup.execution.expanded and QApplication.focusWidget() is w.setup.noise_scale_every
