@@ -262,9 +262,9 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     from batchlab.core.analysis.memory_fit import fit_memory
     from batchlab.core.sweep.max_batch import (
         PROBE_STEPS,
-        VERIFY_STEPS,
         BatchProber,
         MaxBatchError,
+        describe_result,
         describe_trial,
         parse_memory_cap,
     )
@@ -297,28 +297,10 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("batchlab: stopped; no answer", file=sys.stderr)
         return EXIT_INTERRUPTED
+    for line in describe_result(result, cap):
+        print(line)
     if result.batch_size is None:
-        print("even batch 1 does not fit on this device" + (f" within {cap / MIB:,.0f} MiB" if cap else ""))
         return EXIT_FAILED
-    check = result.verification
-    peak = f"peak {check.peak_bytes / MIB:,.0f} MiB" if check and check.peak_bytes > 0 else "peak unknown"
-    if result.limited_by == "data":
-        print(
-            f"max batch: {result.batch_size:,} (all {limit:,} samples fit in one batch; memory is not the limit; "
-            f"verified with {VERIFY_STEPS} training steps and a validation pass, {peak})"
-        )
-    else:
-        text = f"largest batch that fitted a {PROBE_STEPS}-step try: {result.largest_ok:,}"
-        if result.smallest_oom is not None:
-            text += f" (batch {result.smallest_oom:,} did not)"
-        failed = result.failed_verifications
-        if failed:
-            text += f"; {', '.join(f'{b:,}' for b in failed)} did not fit the {VERIFY_STEPS}-step verification"
-        print(text)
-        print(
-            f"max batch: {result.batch_size:,} ({margin:.0%} safety margin; verified with {VERIFY_STEPS} training "
-            f"steps and a validation pass, {peak})"
-        )
     fits = [t for t in result.trials if t.ok and t.peak_bytes > 0]
     memory = fit_memory([t.batch_size for t in fits], [t.peak_bytes for t in fits])
     if memory is not None:

@@ -57,6 +57,11 @@ class SearchResult:
         return "data" if self.smallest_oom is None else "memory"
 
     @property
+    def failed_verifications(self) -> list[int]:
+        """Sizes whose verification did not fit (each made the answer shrink by the margin again)."""
+        return [t.batch_size for t in self.trials if t.verify and not t.ok]
+
+    @property
     def verification(self) -> Trial | None:
         """The trial that verified the answer."""
         for trial in reversed(self.trials):

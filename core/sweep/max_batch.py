@@ -15,12 +15,13 @@ import math
 import multiprocessing
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-from batchlab.core.analysis.batch_search import Trial
+from batchlab.core.analysis.batch_search import SearchResult, Trial
 from batchlab.core.spec import RunSpec, SpecError, SweepSpec
 from batchlab.core.training.batch_probe import PROBE_ANSWER, batch_probe_main
 
@@ -37,6 +38,10 @@ _UNITS |= {"g": 1e9, "gb": 1e9, "gib": 1 << 30, "t": 1e12, "tb": 1e12, "tib": 1 
 
 class MaxBatchError(Exception):
     """A try failed for a reason other than memory (the search cannot go on)."""
+
+
+class SearchStopped(Exception):
+    """The user stopped the search (BatchProber.stop): the try running was ended, there is no answer."""
 
 
 def parse_memory_cap(value: str | None, available: int | None = None) -> int:
@@ -95,9 +100,16 @@ class BatchProber:
         self._ctx = multiprocessing.get_context("spawn")
         self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="batchlab-maxbatch-"))
         self._count = 0
+        self._stopped = threading.Event()
         self.trials: list[Trial] = []
 
+    def stop(self) -> None:
+        """Thread-safe: end the running try's child now and stop the search (the caller gets SearchStopped)."""
+        self._stopped.set()
+
     def __call__(self, batch_size: int, verify: bool) -> Trial:
+        if self._stopped.is_set():
+            raise SearchStopped(f"stopped before batch {batch_size}")
         try:
             trial = self._try(batch_size, verify)
         except MaxBatchError as e:
@@ -144,6 +156,8 @@ class BatchProber:
                     )
                 elif psutil.virtual_memory().available < self.reserve_bytes:
                     killed = "the machine's available memory fell below its reserve (it would swap)"
+                elif self._stopped.is_set():
+                    killed = "stopped"
                 elif time.monotonic() > deadline:
                     raise MaxBatchError(f"batch {batch_size}: the try did not finish in {TRY_TIMEOUT_SECONDS:.0f} s")
                 elif not child.is_alive() and not receiver.poll(0):
@@ -157,6 +171,8 @@ class BatchProber:
             if child.is_alive():
                 child.kill()
                 child.join()
+        if killed == "stopped":
+            raise SearchStopped(f"stopped during batch {batch_size}")
         if killed:
             return Trial(batch_size, False, verify, peak_bytes=peak_rss, message=killed)
         if answer is None or answer.get("type") != PROBE_ANSWER:
@@ -181,3 +197,29 @@ def describe_trial(trial: Trial) -> str:
         step = "" if not math.isfinite(t) else f", step {t:.3g} s" if t >= 1 else f", step {t * 1e3:.3g} ms"
         return f"  {kind:6s} batch {trial.batch_size:>7,d}: fits ({steps} steps + validation; {peak}{step})"
     return f"  {kind:6s} batch {trial.batch_size:>7,d}: does not fit: {trial.message}"
+
+
+def describe_result(result: SearchResult, cap_bytes: int = 0) -> list[str]:
+    """The answer in words, as `batchlab max-batch` prints it and the window shows it (the last line: the size)."""
+    mib = 1 << 20
+    if result.batch_size is None:
+        within = f" within {cap_bytes / mib:,.0f} MiB" if cap_bytes else ""
+        return [f"even batch 1 does not fit on this device{within}"]
+    check = result.verification
+    peak = f"peak {check.peak_bytes / mib:,.0f} MiB" if check and check.peak_bytes > 0 else "peak unknown"
+    if result.limited_by == "data":
+        return [
+            f"max batch: {result.batch_size:,} (all {result.limit:,} samples fit in one batch; memory is not the "
+            f"limit; verified with {VERIFY_STEPS} training steps and a validation pass, {peak})"
+        ]
+    text = f"largest batch that fitted a {PROBE_STEPS}-step try: {result.largest_ok:,}"
+    if result.smallest_oom is not None:
+        text += f" (batch {result.smallest_oom:,} did not)"
+    failed = result.failed_verifications
+    if failed:
+        text += f"; {', '.join(f'{b:,}' for b in failed)} did not fit the {VERIFY_STEPS}-step verification"
+    return [
+        text,
+        f"max batch: {result.batch_size:,} ({result.margin:.0%} safety margin; verified with {VERIFY_STEPS} training "
+        f"steps and a validation pass, {peak})",
+    ]

@@ -75,3 +75,22 @@ def test_margin_and_start_are_the_callers():
     result = find_max_batch(device, limit=10_000, start=100, margin=0.25)
     assert device.asked[0] == (100, False)
     assert result.batch_size == math.floor(result.largest_ok * 0.75)
+
+
+def test_the_answer_in_words_names_the_failed_verifications_and_the_margin():
+    from batchlab.core.sweep.max_batch import describe_result
+
+    device = FakeDevice(capacity=1000, verified_capacity=700)
+    result = find_max_batch(device, limit=10_000, start=8)
+    failed = [b for b, verify in device.asked if verify and b > 700]
+    assert result.failed_verifications == failed and failed  # 900 (1000 less 10%) and 810 did not verify
+    first, answer = describe_result(result)
+    assert first.startswith(f"largest batch that fitted a 3-step try: {result.largest_ok:,} (batch ")
+    assert first.endswith(f"; {', '.join(f'{b:,}' for b in failed)} did not fit the 20-step verification")
+    peak = (1000 + 10 * result.batch_size) / (1 << 20)
+    assert answer == f"max batch: {result.batch_size:,} (10% safety margin; verified with 20 training steps and a " + (
+        f"validation pass, peak {peak:,.0f} MiB)"
+    )
+    assert describe_result(find_max_batch(FakeDevice(0), limit=8), cap_bytes=100 << 20) == [
+        "even batch 1 does not fit on this device within 100 MiB"
+    ]
