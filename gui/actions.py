@@ -70,6 +70,8 @@ def build_actions(w: MainWindow) -> WindowActions:
     a.add("use_settings", "Use this file's settings", w.use_file_settings, (), None, "Fill the setup from the file")
     a.add("export_table", "Export runs table (CSV)…", w.export_table, (), sp.SP_DialogSaveButton, "Export CSV")
     a.add("quit", "&Quit", w.close, ("Ctrl+Q",))
+    tip = "Search the largest batch size that trains on this device (as batchlab max-batch)"
+    a.add("max_batch", "Find &largest batch…", w.find_largest_batch, (), None, tip)
     a.add("about", "&About BatchLab", w.show_about)
     a.add("runfile_format", "The &run file format", w.show_runfile_format)
     a.add("shortcuts", "&Keyboard shortcuts", w.show_shortcuts, ("F1",))
@@ -95,6 +97,8 @@ def build_actions(w: MainWindow) -> WindowActions:
     sweep_menu = w.menuBar().addMenu("&Sweep")
     sweep_menu.addAction(a["run"])
     sweep_menu.addAction(a["stop"])
+    tools_menu = w.menuBar().addMenu("&Tools")
+    tools_menu.addAction(a["max_batch"])
     view_menu = w.menuBar().addMenu("&View")
     theme_menu = view_menu.addMenu("&Theme")
     group = QActionGroup(w)

@@ -16,7 +16,7 @@ from pathlib import Path
 from batchlab.core import events as ev
 from batchlab.core.model import FAILED_STATUSES, SweepData, next_version
 from batchlab.core.runfile import status_if_writer_gone
-from batchlab.core.spec import SpecError
+from batchlab.core.spec import SpecError, SweepSpec
 from batchlab.core.spec_diff import differences_text, spec_differences
 from batchlab.core.sweep.progress import SweepProgress, format_duration
 from batchlab.gui import help as help_dialogs
@@ -24,8 +24,11 @@ from batchlab.gui import refresh as refresh_policy
 from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
 from batchlab.gui.analysis_view import AnalysisView
+from batchlab.gui.explain_panel import ExplanationPanel
 from batchlab.gui.files import RecentFiles, RunFileFollower
 from batchlab.gui.live_plots import LivePlots
+from batchlab.gui.max_batch import MaxBatchDialog, with_largest_batch
+from batchlab.gui.oom_offer import OomOfferBar
 from batchlab.gui.plot_style import BatchColours, apply_plot_colours, configure_pyqtgraph, set_plot_colours
 from batchlab.gui.refresh import Refresher, RefreshPolicy, SummaryViews
 from batchlab.gui.runs_table import RunsTable
@@ -92,6 +95,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._worker_done = True
         self.devices: list[dict] = []  # as the training process reported them (About, device list)
         self.dialog = None  # the Help dialog last opened
+        self.max_batch_dialog: MaxBatchDialog | None = None  # Tools > Find largest batch
         self._event_handlers = {  # events the window reacts to beyond the model, by type
             ev.SWEEP_STARTED: self._on_sweep_started,
             ev.LOG: self._on_log_event,
@@ -115,7 +119,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
         # The timer calls self.refresh (looked up then), so a tick is one call of the window's refresh.
         show_status, tick = (lambda: self._update_progress()), (lambda: self.refresh())
-        summaries = SummaryViews(self.summary, self.analysis)
+        summaries = SummaryViews(self.summary, self.explanation, self.analysis)
         self.refresher.attach(self.live, summaries, self.table, show_status=show_status, on_tick=tick)
         self.setup.validity_changed.connect(self._on_validity)
         self.table.selection_changed.connect(self._on_selection)
@@ -131,7 +135,16 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.summary = SummaryView(self.colours)
         self.views = QTabWidget()
         self.views.addTab(self.live, "Live")
-        self.views.addTab(self.summary, "Summary")
+        # The summary plots over "where the time goes" (core/analysis/explain.py); the text never squeezes them away.
+        self.explanation = ExplanationPanel()
+        self.summary_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.summary_splitter.addWidget(self.summary)
+        self.summary_splitter.addWidget(self.explanation)
+        self.summary_splitter.setStretchFactor(0, 3)
+        self.summary_splitter.setStretchFactor(1, 1)
+        self.summary_splitter.setChildrenCollapsible(False)
+        self.summary_splitter.setSizes([450, 150])
+        self.views.addTab(self.summary_splitter, "Summary")
         self.analysis = AnalysisView(self.colours)
         self.views.addTab(self.analysis, "Analysis")
         self.banner = QLabel()
@@ -145,6 +158,9 @@ class MainWindow(FileActionsMixin, QMainWindow):
         top_layout.setContentsMargins(0, 0, 0, 0)
         top_layout.setSpacing(2)
         top_layout.addWidget(self.banner)
+        self.oom_offer = OomOfferBar()  # a batch out of memory, offered as micro-batch x k (gui/oom_offer.py)
+        self.oom_offer.rerun.connect(self.start_sweep)
+        top_layout.addWidget(self.oom_offer)
         top_layout.addWidget(self.views, 1)
         self.table = RunsTable(self.colours)
         self.log_view = QPlainTextEdit()
@@ -197,6 +213,11 @@ class MainWindow(FileActionsMixin, QMainWindow):
         a["close_compare"].setEnabled(self.compare is not None)
         a["use_settings"].setEnabled(self.data is not None and bool(self.data.spec) and not self.running)
         self.setup.setEnabled(not self.running)
+        searching = self.max_batch_dialog is not None and self.max_batch_dialog.running
+        a["max_batch"].setEnabled(not self.running and not searching)
+        if searching:  # a sweep beside the search would measure both wrong
+            a["run"].setEnabled(False)
+        self.oom_offer.set_running(self.running or searching)
 
     # ------------------------------------------------------------ running a sweep
 
@@ -215,15 +236,18 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.setup.focus_field(field)
         return message
 
-    def start_sweep(self) -> bool:
-        """Run the setup panel's sweep in a worker thread; False if the setup is invalid or the user declined."""
-        if self.running:
+    def start_sweep(self, spec: SweepSpec | None = None) -> bool:
+        """Run the setup panel's sweep (or `spec`, e.g. the out-of-memory offer's) in a worker thread.
+
+        False if the setup is invalid or the user declined.
+        """
+        if self.running or (self.max_batch_dialog is not None and self.max_batch_dialog.running):
             return False
-        if not self.setup.validate():
+        if spec is None and not self.setup.validate():
             self.explain_invalid()
             return False
         try:
-            spec = self.setup.spec()
+            spec = self.setup.spec() if spec is None else spec
         except SpecError as e:  # cannot happen after validate(), but never start a bad spec
             self.setup.show_errors({e.field: e.message})
             return False
@@ -290,6 +314,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         level = "warning" if status in FAILED_STATUSES else "info"
         message = f"run ended: {status}" + (f" ({event['message']})" if event.get("message") else "")
         self.log(level, message, event.get("run"))
+        if status == "oom":
+            self.oom_offer.show_for(self.data, running=self.running)
 
     def _on_sweep_ended(self, event: dict) -> None:
         self.log("info", f"sweep {event.get('status')}: {event.get('message', '')}")
@@ -383,7 +409,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         else:
             self.compare = data
         self._recolour(refresh=False)
-        for view in (self.live, self.summary, self.analysis, self.table.runs_model):
+        for view in (self.live, self.summary, self.explanation, self.analysis, self.table.runs_model):
             view.set_source(source, data)
         self.refresh()
         self._show_differences()
@@ -398,6 +424,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
                 self._show_followed_end(data)
         if source == "main" and not self.follower.following:
             self._following = False
+        if source == "main":
+            self.oom_offer.show_for(data, running=self.running)
         self._update_actions()
 
     def _show_differences(self) -> None:
@@ -428,6 +456,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         sheet = themes.stylesheet(t)
         self.setup.widget().setStyleSheet(sheet)
         self.banner.setStyleSheet(sheet)
+        self.oom_offer.setStyleSheet(sheet)
         self.table.set_status_colours(t.status_backgrounds)
         for widget in (*self.live.plots.values(), *self.summary.plots.values(), *self.analysis.plots.values()):
             apply_plot_colours(widget)
@@ -468,6 +497,27 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.devices = list(devices)
         if devices and not self.running:
             self.setup.set_devices(devices)
+
+    def find_largest_batch(self) -> MaxBatchDialog | None:
+        """Tools > Find largest batch: `batchlab max-batch` for the setup's sweep, in a non-modal dialog."""
+        if self.running or (self.max_batch_dialog is not None and self.max_batch_dialog.running):
+            return None
+        if not self.setup.validate():
+            self.explain_invalid()
+            return None
+        dialog = MaxBatchDialog(self.setup.spec(), self)
+        dialog.use_batch.connect(self.use_largest_batch)
+        dialog.worker.finished.connect(self._update_actions)
+        self.max_batch_dialog = dialog
+        dialog.show()
+        dialog.start()
+        self._update_actions()
+        return dialog
+
+    def use_largest_batch(self, batch_size: int) -> None:
+        """Make `batch_size` the setup's largest batch size (larger ones are dropped)."""
+        self.setup.set_values({"batch_sizes": with_largest_batch(self.setup.batch_sizes.text(), batch_size)})
+        self.status_label.setText(f"Largest batch size set to {batch_size:,} (from the search)")
 
     def start_device_probe(self) -> None:
         """List the devices TensorFlow sees, from a child process, without blocking the window."""
@@ -527,6 +577,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.worker.wait(STOP_WAIT_MS)
             self._on_worker_finished()
             self.refresh(full=True)
+        if self.max_batch_dialog is not None:
+            self.max_batch_dialog.close()  # stops the search and waits for its child
         self.refresher.stop()
         self.follower.stop()
         self.compare_follower.stop()

@@ -1,0 +1,74 @@
+"""The Summary tab's "where the time goes": core/analysis/explain.py's paragraphs, as `batchlab report` prints them.
+
+The text is `explain_sweep(sweep, peak_flops=cached_peak(device))`, the CLI's own call, recomputed
+when a run starts or ends (the sweep's summary_version) and only while the tab is shown. Only the
+main sweep is explained, not a comparison.
+"""
+
+from __future__ import annotations
+
+from batchlab.core.analysis.explain import explain_sweep
+from batchlab.core.model import SweepData
+from batchlab.core.sweep.peak import cached_peak
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+
+TITLE = "Why the times and memory came out this way"
+WAITING = "The explanation appears here once runs have ended (the same text as `batchlab report`)."
+
+
+def explanation(sweep: SweepData) -> list[str]:
+    """The paragraphs `batchlab sweep` and `report` print for this sweep (peak FLOP/s from the device's cache)."""
+    peak = cached_peak(sweep.environment.get("device_description", ""))
+    return explain_sweep(sweep, peak_flops=peak)
+
+
+class ExplanationPanel(QWidget):
+    """Selectable text under the summary plots; `refresh(force)` recomputes when the main sweep changed."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 0)
+        layout.setSpacing(2)
+        self.title = QLabel(f"<b>{TITLE}</b>")
+        self.text = QPlainTextEdit()
+        self.text.setObjectName("explanation")
+        self.text.setReadOnly(True)  # read-only text stays selectable and copyable
+        self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.text.setMinimumHeight(48)
+        layout.addWidget(self.title)
+        layout.addWidget(self.text, 1)
+        self.data: SweepData | None = None
+        self.paragraphs: list[str] = []
+        self._drawn: int | None = None
+        self.text.setPlainText(WAITING)
+
+    def set_source(self, source: str, data: SweepData | None) -> None:
+        if source != "main":
+            return
+        self.data = data
+        self._drawn = None
+        self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = True) -> None:
+        """Recompute if a run started or ended since the last time; with force=False only while visible."""
+        if not force and not self.isVisible():
+            return
+        data = self.data
+        version = data.summary_version if data is not None else -1
+        if version == self._drawn:
+            return
+        self._drawn = version
+        ended = data is not None and any(r.status not in ("pending", "running") for r in data.runs.values())
+        try:
+            self.paragraphs = explanation(data) if ended else []
+        except Exception as e:  # noqa: BLE001 - the plots stay usable; the panel says what went wrong
+            self.paragraphs = []
+            self.text.setPlainText(f"No explanation: {type(e).__name__}: {e}")
+            return
+        body = "\n\n".join(f"- {p}" for p in self.paragraphs)
+        self.text.setPlainText(body or WAITING)
