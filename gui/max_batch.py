@@ -23,6 +23,7 @@ from batchlab.core.sweep.max_batch import (
     parse_memory_cap,
 )
 from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -141,6 +142,7 @@ class MaxBatchDialog(QDialog):
         self.progress.setRange(0, 0)  # the number of tries is not known in advance
         self.trials_view = QPlainTextEdit()
         self.trials_view.setReadOnly(True)
+        self.trials_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))  # the CLI's columns
         self.trials_view.setMinimumHeight(80)
         self.answer = QLabel()
         self.answer.setWordWrap(True)
