@@ -1,7 +1,8 @@
-"""The setup panel's Execution & measurement section: fused steps, XLA, mixed precision (issue 12 item 6) and the
-gradient noise scale (issue 10 item 3), the `batchlab sweep` options --fused, --xla, --mixed-precision,
---noise-scale-every and --noise-scale-parts. Mixed into SetupPanel like ConvergenceFields: every value is checked
-by core.spec (the CLI's parsers and cross-field rules, shown under the field), tooltips are the CLI's help."""
+"""The setup panel's Execution & measurement section: gradient accumulation, fused steps, XLA, mixed precision
+(issue 12 item 6) and the gradient noise scale (issue 10 item 3), the `batchlab sweep` options --accumulate,
+--fused, --xla, --mixed-precision, --noise-scale-every and --noise-scale-parts. Mixed into SetupPanel like
+ConvergenceFields: every value is checked by core.spec (the CLI's parsers and cross-field rules, shown under the
+field), tooltips are the CLI's help."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from batchlab.core.cli import SWEEP_OPTIONS
 from batchlab.gui.collapsible import Collapsible
 from PySide6.QtWidgets import QCheckBox, QLineEdit, QVBoxLayout
 
-EXECUTION_FIELDS = ("fused", "xla", "mixed_precision", "noise_scale_every", "noise_scale_parts")
+EXECUTION_FIELDS = ("accumulate", "fused", "xla", "mixed_precision", "noise_scale_every", "noise_scale_parts")
 _CLI_HELP = {field: text for _option, field, text in SWEEP_OPTIONS}
 _CLI_HELP["xla"] = "compile the train step with XLA (jit_compile)"
 _CLI_HELP["mixed_precision"] = "mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)"
@@ -27,6 +28,9 @@ class ExecutionFields:
         self.execution.summary.setObjectName("execution_summary")
         layout.addWidget(self.execution)
         form = self.execution.form
+        self.accumulate = QLineEdit()
+        self.accumulate.setPlaceholderText("1: no accumulation")
+        self._row(form, "accumulate", "Accumulate (micro-batches)", self.accumulate)
         self.fused = QLineEdit()
         self.fused.setPlaceholderText("1: one step per call")
         self._row(form, "fused", "Fused steps per call", self.fused)
@@ -45,6 +49,7 @@ class ExecutionFields:
         """The section's spec values; a field that does not apply sends its neutral value or None (the preset's)."""
         a = self._applies
         return {
+            "accumulate": self.accumulate.text(),
             "fused": self.fused.text(),
             "xla": self.xla.isChecked(),
             "mixed_precision": self.mixed_precision.isChecked() and a("mixed_precision"),
@@ -80,6 +85,9 @@ class ExecutionFields:
         """One line saying what the collapsed section holds, e.g. "8 steps per call · XLA · noise scale off"."""
         fused = str(values["fused"]).strip() or "1"
         parts = ["one step per call" if fused == "1" else f"{fused} steps per call"]
+        accumulate = str(values.get("accumulate") or "").strip()
+        if accumulate not in ("", "1"):
+            parts.insert(0, f"{accumulate} micro-batches per update")
         if values["xla"]:
             parts.append("XLA")
         parts.append("mixed precision" if values["mixed_precision"] else "float32")

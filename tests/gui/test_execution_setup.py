@@ -27,6 +27,8 @@ def panel(qtbot, tmp_path):
 @pytest.mark.parametrize(
     ("field", "values"),
     [
+        ("accumulate", {"accumulate": "0"}),
+        ("accumulate", {"accumulate": "4", "budget_unit": "steps", "epochs": "40"}),
         ("fused", {"fused": "0"}),
         ("fused", {"fused": "8", "loop": "fit"}),
         ("fused", {"fused": "8", "noise_scale_every": "5"}),
@@ -37,7 +39,8 @@ def panel(qtbot, tmp_path):
         # 32 micro-batches of batch 16: a cross-field rule
         ("noise_scale_parts", {"noise_scale_every": "5", "noise_scale_parts": "32"}),
     ],
-    ids=["fused-0", "fused-fit", "fused-noise", "mixed-cpu", "every-0", "every-fit", "parts-65", "parts-batch"],
+    ids=["accumulate-0", "accumulate-steps", "fused-0", "fused-fit", "fused-noise", "mixed-cpu", "every-0"]
+    + ["every-fit", "parts-65", "parts-batch"],
 )
 def test_each_field_shows_the_cli_message_under_it_and_opens_the_section(panel, field, values):
     panel.execution.set_expanded(False)
@@ -51,9 +54,11 @@ def test_each_field_shows_the_cli_message_under_it_and_opens_the_section(panel, 
     assert panel.execution.expanded
 
 
-def test_fused_with_a_batch_schedule_is_refused_under_the_schedule(panel):
+def test_refusals_the_spec_files_under_a_convergence_field(panel):
     panel.set_values({**MLP, "fused": "4", "batch_schedule": "grow"})
     assert panel.errors.get("batch_schedule", "").startswith("'grow' with fused 4 is not supported")
+    panel.set_values({**MLP, "accumulate": "4", "lr_rule": "linear"})
+    assert panel.errors.get("lr_rule", "").startswith("'linear' with accumulate 4 is not supported yet")
 
 
 def test_fields_that_do_not_apply_are_disabled_with_why(panel):
@@ -71,7 +76,7 @@ def test_fields_that_do_not_apply_are_disabled_with_why(panel):
 
 
 CLI_CASES = [
-    ["--fused", "8", "--xla"],
+    ["--fused", "8", "--xla", "--accumulate", "4"],
     ["--noise-scale-every", "5", "--noise-scale-parts", "8", "--lr-rule", "linear"],
     ["--mixed-precision", "--device", "auto", "--fused", "2", "--sync", "every_step", "--xla"],
 ]
@@ -91,7 +96,8 @@ def test_the_panel_builds_the_spec_the_cli_builds_and_loads_it_back(panel, argv)
     panel.set_values(cli_spec.to_dict())
     assert panel.spec().to_dict() == cli_spec.to_dict()
     d = cli_spec.to_dict()
-    assert panel.fused.text() == str(d["fused"]) and panel.xla.isChecked() is d["xla"]
+    assert panel.accumulate.text() == str(d["accumulate"]) and panel.fused.text() == str(d["fused"])
+    assert panel.xla.isChecked() is d["xla"]
     assert panel.mixed_precision.isChecked() is d["mixed_precision"]
     assert panel.noise_scale_every.text() == ("" if d["noise_scale_every"] is None else str(d["noise_scale_every"]))
 
@@ -102,6 +108,8 @@ def test_the_section_summarises_itself_and_the_preset_description_lists_changes(
     assert p.execution.summary.text() == "one step per call · float32 · noise scale off"
     p.set_values({**MLP, "fused": "8", "xla": True})
     assert p.execution.summary.text() == "8 steps per call · XLA · float32 · noise scale off"
+    p.accumulate.setText("4")
+    assert p.execution.summary.text().startswith("4 micro-batches per update · 8 steps per call")
     assert "fused 8 (preset: 1); xla yes (preset: no)" in p.preset_description.text()
     p.set_values({**MLP, "noise_scale_every": "20", "noise_scale_parts": "8"})
     assert p.execution.summary.text().endswith("noise scale every 20 steps in 8 parts")
