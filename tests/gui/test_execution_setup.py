@@ -7,21 +7,15 @@ from __future__ import annotations
 import pytest
 from batchlab.core import cli
 from batchlab.core.spec import SpecError, build_spec
-from batchlab.gui.setup_panel import SetupPanel
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-MLP = {"preset": "mnist-mlp", "samples": "256", "val_samples": "64", "batch_sizes": "16, 64"}
+from tests.gui.panels import MLP, shown_panel
 
 
 @pytest.fixture
 def panel(qtbot, tmp_path):
-    p = SetupPanel(str(tmp_path))
-    qtbot.addWidget(p)
-    p.resize(420, 700)
-    p.show()
-    p.set_values(MLP)
-    return p
+    return shown_panel(qtbot, tmp_path)
 
 
 @pytest.mark.parametrize(

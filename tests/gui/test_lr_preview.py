@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from batchlab.core.spec import build_spec
 from batchlab.gui.lr_preview import column_envelope, log_spaced
-from batchlab.gui.setup_panel import SetupPanel
+
+from tests.gui.panels import shown_panel
 
 # batch 16: 16 steps an epoch, B0 = 16 so its peak is lr0; batch 64: 4 steps an epoch, peak 0.1 x 64/16 = 0.4
 LSR = {
@@ -29,10 +30,7 @@ LSR = {
 
 @pytest.fixture
 def panel(qtbot, tmp_path):
-    p = SetupPanel(str(tmp_path))
-    qtbot.addWidget(p)
-    p.resize(420, 800)
-    p.show()
+    p = shown_panel(qtbot, tmp_path, height=800, values=None)
     p.convergence.set_expanded(True)
     return p
 
