@@ -107,10 +107,21 @@ def _critical(analysis: Analysis) -> list[str]:
     ratios = analysis.measured_ratios
     if fit.bcrit.kind == "=":
         perfect_end, plateau_start = fit_borders(fit.bcrit.value)
+        if math.isnan(fit.smin_low):
+            values = (
+                f"Bcrit = {fit.bcrit.value:,.0f}, Smin = {fit.smin:,.0f} steps, "
+                f"Emin = Smin x Bcrit = {fit.emin:,.0f} examples "
+                f"(no interval: with one run per batch size at {len(set(fit.batch_sizes))} batch sizes every "
+                "bootstrap resample is the runs themselves; add --seeds or batch sizes)."
+            )
+        else:
+            values = (
+                f"{fit.bcrit.text()}, Smin = {fit.smin:,.0f} steps ({fit.smin_low:,.0f}-{fit.smin_high:,.0f}), "
+                f"Emin = Smin x Bcrit = {fit.emin:,.0f} examples ({CONFIDENCE:.0%} intervals from "
+                f"{BOOTSTRAP_RESAMPLES:,} bootstrap resamples of the runs)."
+            )
         return [
-            head + f"{fit.bcrit.text()}, Smin = {fit.smin:,.0f} steps ({fit.smin_low:,.0f}-{fit.smin_high:,.0f}), "
-            f"Emin = Smin x Bcrit = {fit.emin:,.0f} examples ({CONFIDENCE:.0%} intervals from "
-            f"{BOOTSTRAP_RESAMPLES:,} bootstrap resamples of the runs). At B = Bcrit a run takes 2 Smin steps and "
+            head + values + " At B = Bcrit a run takes 2 Smin steps and "
             f"2 Emin examples; above it, a doubled batch saves less than a third of the steps, and from about "
             f"{_b(plateau_start)} (4.5 Bcrit) less than a tenth."
         ]

@@ -15,7 +15,9 @@ batch (GRID_POINTS points) and refined by golden-section search around the best 
 The confidence interval: a case bootstrap over the runs (each run that reached the target is one
 point (B, S)); BOOTSTRAP_RESAMPLES resamples from a seeded generator (BOOTSTRAP_SEED), resamples
 with fewer than MIN_BATCH_SIZES distinct batch sizes are left out; the interval is the 2.5th to
-97.5th percentile of the resamples' Bcrit (on the grid) and Smin.
+97.5th percentile of the resamples' Bcrit (on the grid) and Smin. When the kept resamples cannot
+differ (e.g. three runs at three batch sizes: every kept resample is the runs themselves), there is
+no interval: the fitted value is given with "no interval" (NaN ends) rather than a zero-width one.
 
 The bound rule: Bcrit is stated as a number only when the fitted value lies within the measured
 batch sizes and both ends of its interval are off the edges of the search grid. Otherwise the
@@ -42,6 +44,7 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
 MIN_BATCH_SIZES = 3  # two parameters and a shape: three distinct batch sizes at least
+MIN_DISTINCT_RESAMPLES = 10  # fewer different kept resamples than this: too few runs for an interval
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,8 @@ class Bcrit:
 
     kind: str  # "=", ">=", "<=" or "?" (the runs do not bound it)
     value: float  # samples: the estimate, or the bound
-    low: float  # the interval's ends (samples); inf/0 where the interval runs off the search grid
-    high: float
+    low: float  # the interval's ends (samples); inf/0 where the interval runs off the search grid, NaN when
+    high: float  # the runs are too few for an interval
 
     @property
     def bounded(self) -> bool:
@@ -64,6 +67,8 @@ class Bcrit:
             return "Bcrit not determined by these runs"
         if self.bounded:
             return f"Bcrit {self.kind} {self.value:,.0f}"
+        if math.isnan(self.low):
+            return f"Bcrit = {self.value:,.0f} (no interval: too few runs)"
         return f"Bcrit = {self.value:,.0f} ({CONFIDENCE:.0%} CI {self.low:,.0f}-{self.high:,.0f})"
 
 
@@ -143,7 +148,10 @@ def _bootstrap(grid: np.ndarray, b: np.ndarray, log_s: np.ndarray) -> tuple[np.n
     counts = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(BOOTSTRAP_RESAMPLES)])
     sizes = np.unique(b, return_inverse=True)[1]
     distinct = np.array([len(np.unique(sizes[row > 0])) for row in counts])
-    counts = counts[distinct >= MIN_BATCH_SIZES].astype(np.float64)
+    counts = counts[distinct >= MIN_BATCH_SIZES]
+    if len(np.unique(counts, axis=0)) < MIN_DISTINCT_RESAMPLES:  # the kept resamples cannot differ
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    counts = counts.astype(np.float64)
     r = _residuals(grid, b, log_s)  # K x n
     total = counts.sum(axis=1, keepdims=True)
     s1 = counts @ r.T  # resamples x K
@@ -176,11 +184,18 @@ def fit_critical(batch_sizes: Sequence[float], steps: Sequence[float]) -> Critic
     if len(best):
         k_low, k_high = (int(v) for v in np.quantile(best, [tail, 1 - tail], method="nearest"))
         smin_low, smin_high = (float(v) for v in np.exp(np.quantile(boot_log_smin, [tail, 1 - tail])))
-    else:  # every resample lost a batch size (too few runs): no interval
-        k_low, k_high, smin_low, smin_high = 0, len(grid) - 1, math.nan, math.nan
-    low = grid[k_low] if k_low > 0 else 0.0
-    high = grid[k_high] if k_high < len(grid) - 1 else math.inf
-    bound = _bcrit(c, low, high, float(b.min()), float(b.max()))
+        low = grid[k_low] if k_low > 0 else 0.0
+        high = grid[k_high] if k_high < len(grid) - 1 else math.inf
+        bound = _bcrit(c, low, high, float(b.min()), float(b.max()))
+    else:  # too few runs for the resamples to differ: the fitted value (or a bound at an edge), no interval
+        smin_low = smin_high = math.nan
+        bmin, bmax = float(b.min()), float(b.max())
+        if c >= bmax:
+            bound = Bcrit(">=", bmax, math.nan, math.nan)
+        elif c <= bmin:
+            bound = Bcrit("<=", bmin, math.nan, math.nan)
+        else:
+            bound = Bcrit("=", c, math.nan, math.nan)
     return CriticalFit(
         smin=math.exp(log_smin),
         bcrit_fit=c,

@@ -79,6 +79,19 @@ def test_the_fit_needs_three_batch_sizes_and_skips_runs_that_missed():
     assert fit_critical([32, 64, 128], [100, 60, math.nan]) is None
 
 
+def test_three_runs_at_three_batch_sizes_give_the_fitted_value_without_a_zero_width_interval():
+    """Every bootstrap resample that keeps three batch sizes is then the three runs themselves: an interval
+    from them would read "95% CI 10-10" (the mnist-cnn-98 sweep of 2026-12-01 printed that)."""
+    b = np.array([8.0, 16.0, 32.0])
+    fit = fit_critical(b, np.array([11000.0, 7100.0, 6500.0]))
+    assert fit.bcrit.kind == "=" and 8 < fit.bcrit.value < 32
+    assert math.isnan(fit.bcrit.low) and math.isnan(fit.smin_low) and not fit.samples
+    assert fit.bcrit.text() == f"Bcrit = {fit.bcrit.value:,.0f} (no interval: too few runs)"
+    assert np.isnan(fit.band(np.array([8.0, 64.0]))[0]).all()  # no band drawn from one resample
+    four = fit_critical(np.array([8.0, 16.0, 32.0, 64.0]), np.array([11000.0, 7100.0, 6500.0, 5900.0]))
+    assert four.bcrit.low < four.bcrit.high  # four runs: resamples differ, an interval again
+
+
 def test_the_best_batch_minimises_steps_times_step_time():
     best = optimal_batch(256.0, ALPHA, BETA)
     grid = np.geomspace(1, 1e5, 200_001)
