@@ -10,7 +10,6 @@ DEFAULT_PRESET = "mnist-autoencoder"
 
 POWERS_OF_TWO_8_TO_512 = (8, 16, 32, 64, 128, 256, 512)
 POWERS_OF_TWO_16_TO_1024 = (16, 32, 64, 128, 256, 512, 1024)
-POWERS_OF_TWO_1_TO_512 = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 POWERS_OF_FOUR_16_TO_4096 = (16, 64, 256, 1024, 4096)
 
 # Settings every preset starts from; a preset lists only what it changes.
