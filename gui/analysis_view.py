@@ -21,7 +21,7 @@ from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
 from batchlab.core.model import SweepData
 from batchlab.gui.plot_style import LEFT_AXIS_PX, PLOT_COLOURS, BatchColours, make_plot, run_brush, run_pen, sync_legend
-from PySide6.QtWidgets import QGridLayout, QTextBrowser, QWidget
+from PySide6.QtWidgets import QFrame, QGridLayout, QScrollArea, QTextBrowser, QVBoxLayout, QWidget
 
 PLOTS = {
     # plot id -> title, y label, y units
@@ -89,7 +89,19 @@ class AnalysisView(QWidget):
         self.text = QTextBrowser()
         self.text.setObjectName("analysis_text")
         self.text.setOpenLinks(False)
-        layout = QGridLayout(self)
+        # The grid sits in a scroll area: in a narrow window (1024x700 with the setup panel beside it) the tab
+        # scrolls instead of cutting off the right-hand plot and the legends' ends.
+        content = QWidget()
+        scroll = QScrollArea()
+        scroll.setObjectName("analysis_scroll")
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        self.scroll = scroll
+        layout = QGridLayout(content)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(4)
         layout.addWidget(self.plots["steps"], 0, 0)
@@ -187,7 +199,7 @@ class AnalysisView(QWidget):
                 named.add(span.regime)
                 colour.setAlpha(4 * REGIME_ALPHA)
                 sample = pg.ScatterPlotItem(symbol="s", size=10, brush=pg.mkBrush(colour), pen=None)
-                self.plots[plot_id].getPlotItem().legend.addItem(sample, f"shaded: {span.regime}")
+                self.plots[plot_id].getPlotItem().legend.addItem(sample, span.regime)  # short: ~190 px plots at 1024
                 self._samples[plot_id].append(sample)
 
     def _draw_runs(self, a: Analysis) -> None:
@@ -215,7 +227,7 @@ class AnalysisView(QWidget):
                     )
         for plot_id, plot_spots in spots.items():
             if plot_spots:  # named once (the time plot): the legends of the others have the fit and regimes
-                name = "runs that met the target" if plot_id == "time" else None
+                name = "runs that met it" if plot_id == "time" else None
                 self._add(plot_id, pg.ScatterPlotItem(spots=plot_spots, name=name))
 
     def _draw_fit(self, a: Analysis) -> None:
@@ -227,7 +239,7 @@ class AnalysisView(QWidget):
             b = np.geomspace(first.batch_size, max(s.batch_size for s in a.batches) * 2, 32)
             steps = first.steps_to_target.mean * first.batch_size / b
             pen = pg.mkPen(neutral, width=1.2, style=pg.QtCore.Qt.PenStyle.DashLine)
-            name = f"perfect scaling from batch {first.batch_size:,}"
+            name = f"perfect scaling from {first.batch_size:,}"
             self._add("steps", pg.PlotDataItem(np.log2(b), _log10(steps), pen=pen, name=name))
             examples = np.full(len(b), first.examples_to_target.mean)
             self._add("examples", pg.PlotDataItem(np.log2(b), _log10(examples), pen=pen, name=name))
@@ -235,7 +247,8 @@ class AnalysisView(QWidget):
             return
         x = np.log2(p.batch_sizes)
         b = np.asarray(p.batch_sizes)
-        label = f"fit, {fit.bcrit.text()}"
+        # the legend is narrow: without an interval (too few runs) the text says why; the legend only the value
+        label = f"fit, Bcrit = {fit.bcrit.value:,.0f}" if math.isnan(fit.bcrit.low) else f"fit, {fit.bcrit.text()}"
         for plot_id, scale in (("steps", 1.0), ("examples", b)):
             band_colour = pg.mkColor(neutral)
             band_colour.setAlpha(BAND_ALPHA)
@@ -257,7 +270,7 @@ class AnalysisView(QWidget):
             return
         x = np.log2(p.batch_sizes)
         pen = pg.mkPen(PLOT_COLOURS["foreground"], width=FIT_WIDTH)
-        self._add("time", pg.PlotDataItem(x, _log10(p.time), pen=pen, name="T(B) = S(B) t_step(B), predicted"))
+        self._add("time", pg.PlotDataItem(x, _log10(p.time), pen=pen, name="T(B), predicted"))
         if math.isfinite(a.best_predicted):
             bx, by = math.log2(a.best_predicted), math.log10(a.best_predicted_time)
             star = pg.ScatterPlotItem(

@@ -36,7 +36,7 @@ def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_wit
     (band,) = view.items("steps", pg.FillBetweenItem)
     assert np.allclose(band.band[1], expected.prediction.steps_low)
     # perfect scaling through the smallest batch: S(8) x 8 / B
-    line = _curve(view, "steps", "perfect scaling from batch 8")
+    line = _curve(view, "steps", "perfect scaling from 8")
     lx, ly = line.getData()
     assert 10 ** ly[-1] * 2 ** lx[-1] == pytest.approx(expected.batches[0].steps_to_target.mean * 8)
     # regimes shaded where the analysis puts them, one point per run that met the target
