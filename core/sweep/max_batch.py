@@ -124,7 +124,7 @@ class BatchProber:
         return trial
 
     def _try(self, batch_size: int, verify: bool) -> Trial:
-        from batchlab.core.sweep.runner import _death_message
+        from batchlab.core.sweep.runner import _death_message, start_child
 
         self._count += 1
         log_path = self._log_dir / f"try_{self._count:03d}_b{batch_size}.log"
@@ -137,7 +137,7 @@ class BatchProber:
             daemon=True,
             name=f"batchlab-maxbatch-{batch_size}",
         )
-        child.start()
+        start_child(child)
         sender.close()
         watched = psutil.Process(child.pid)
         deadline = time.monotonic() + TRY_TIMEOUT_SECONDS

@@ -78,14 +78,14 @@ def store_peak(result: dict[str, Any]) -> Path:
 
 def measure_peak(device: str = "auto") -> dict[str, Any]:
     """Measure the matmul peak of `device` in a fresh child process, cache it and return it."""
-    from batchlab.core.sweep.runner import _death_message
+    from batchlab.core.sweep.runner import _death_message, start_child
     from batchlab.core.training.peak import PEAK_RESULT, peak_main
 
     ctx = multiprocessing.get_context("spawn")
     log_path = Path(tempfile.mkdtemp(prefix="batchlab-peak-")) / "peak.log"
     receiver, sender = ctx.Pipe(duplex=False)
     child = ctx.Process(target=peak_main, args=(device, sender, str(log_path)), daemon=True, name="batchlab-peak")
-    child.start()
+    start_child(child)
     sender.close()
     try:
         if not receiver.poll(MEASURE_TIMEOUT_SECONDS):

@@ -81,6 +81,21 @@ class _RunChild:
             self.go.close()
 
 
+def start_child(process: multiprocessing.process.BaseProcess) -> None:
+    """Start a child with SIGINT blocked in it from its first instruction. A Ctrl-C goes to the terminal's
+    whole process group; a child still importing (before its entry point ignores SIGINT, e.g. a standby started
+    during the probe) would die with a KeyboardInterrupt traceback. The mask is inherited through fork and exec;
+    the parent's own mask is restored at once, so its Ctrl-C (pending meanwhile) is not lost."""
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX
+        process.start()
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _reap(process: multiprocessing.process.BaseProcess) -> None:
     """Wait for a child whose run ended to exit; kill it if it does not within the grace period."""
     process.join(timeout=STOP_GRACE_SECONDS)
@@ -320,7 +335,7 @@ class SweepRunner:
             daemon=True,
             name=f"batchlab-run-{run.index}",
         )
-        process.start()
+        start_child(process)
         sender.close()  # the child holds the only write end, so its death shows as EOF here
         if go_receiver is not None:
             go_receiver.close()
@@ -411,7 +426,7 @@ def _probe(
     )
     if track is not None:
         track(child)
-    child.start()
+    start_child(child)
     sender.close()
     deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
     try:

@@ -338,10 +338,13 @@ def test_a_profile_picks_three_of_the_presets_batch_sizes_that_can_be_split():
     from batchlab.core.cli import _build_parser, _profile_values
     from batchlab.core.spec import build_spec
 
-    args = _build_parser().parse_args(["profile", "--preset", "mnist-cnn-98"])  # its batch sizes are 1 to 512
+    args = _build_parser().parse_args(["profile", "--preset", "mnist-cnn-98"])  # its batch sizes are 8 to 512
     spec = build_spec(_profile_values(args))
-    assert spec.batch_sizes == (4, 64, 512)  # 1 and 2 cannot be split into 4 parts
+    assert spec.batch_sizes == (8, 64, 512)  # smallest, middle and largest; each splits into 4 parts
     assert (spec.budget.unit, spec.budget.amount, spec.noise_scale_every, spec.target) == ("steps", 200, 5, None)
+    # 16 parts: batch 8 cannot be split into them, so the pick starts at 16 (of 16, 32, ..., 512)
+    args = _build_parser().parse_args(["profile", "--preset", "mnist-cnn-98", "--noise-scale-parts", "16"])
+    assert build_spec(_profile_values(args)).batch_sizes == (16, 128, 512)
 
 
 # ---------------------------------------------------------------------- a real profile: file, report, check

@@ -74,7 +74,7 @@ def test_legends_never_cover_data_and_none_is_empty(main_window, tmp_path, qtbot
         labels = [label.text for _sample, label in w.live.plots[plot_id].getPlotItem().legend.items]
         batch_labels = [t for t in labels if t.startswith("batch")]
         assert batch_labels == ["batch 16", "batch 64", "batch 256"], plot_id
-    w.views.setCurrentWidget(w.summary)
+    w.views.setCurrentWidget(w.summary_splitter)
     qtbot.wait(50)
     _assert_legends_clear(w.summary.plots)
     for metric, widget in w.summary.plots.items():  # one sweep: nothing to explain, no box
@@ -104,7 +104,7 @@ def test_memory_and_amount_axes_start_at_zero_and_cpu_memory_says_process_rss(ma
         low = w.live.plots[plot_id].getPlotItem().getViewBox().viewRange()[1][0]
         assert low <= 0.0, plot_id
     assert w.live.plots["memory"].getPlotItem().getAxis("left").labelText.startswith("process RSS")
-    w.views.setCurrentWidget(w.summary)
+    w.views.setCurrentWidget(w.summary_splitter)
     qtbot.wait(20)
     for metric in FROM_ZERO:
         assert w.summary.plots[metric].getPlotItem().getViewBox().viewRange()[1][0] <= 0.0, metric
@@ -121,7 +121,7 @@ def _tick_labels(widget: pg.PlotWidget) -> list[str]:
 def test_the_summary_of_one_finished_run_has_tick_labels_on_every_axis(main_window, tmp_path, qtbot):
     w = main_window
     assert w.open_file(write_run_file(tmp_path / "one.h5", batch_sizes=(64,)))
-    w.views.setCurrentWidget(w.summary)
+    w.views.setCurrentWidget(w.summary_splitter)
     qtbot.wait(20)
     for metric, widget in w.summary.plots.items():
         assert len(_tick_labels(widget)) >= 2, metric
@@ -136,7 +136,7 @@ def test_a_stopped_runs_marker_sits_at_its_own_value(main_window, qtbot):
             event = {**event, "status": "interrupted"}
         data.handle(event)
     w._show_sweep(data, "main")
-    w.views.setCurrentWidget(w.summary)
+    w.views.setCurrentWidget(w.summary_splitter)
     qtbot.wait(20)
     stopped = data.runs[1]
     assert math.isnan(metric_value(stopped, "peak_memory"))
@@ -230,7 +230,7 @@ def test_loss_x_axis_choices_log_scale_and_gaps_at_pauses(qapp):
 
 def test_a_hidden_tab_is_not_drawn_until_it_is_shown(main_window, tmp_path, qtbot):
     w = main_window
-    w.views.setCurrentWidget(w.summary)
+    w.views.setCurrentWidget(w.summary_splitter)
     qtbot.wait(20)
     data = _data(batch_sizes=(16,))
     w.live.set_source("main", data)

@@ -97,8 +97,9 @@ def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
     w.live.refresh()
     data.handle(events[second_start])  # run 1 starts; no data yet
     shown = {plot_id: w.live.update_plot(plot_id) for plot_id in w.live.plots}
-    # only the loss plots get a legend entry ("batch 64"); the epoch plots' curves are empty
-    assert shown == {p: p in ("loss_step", "loss_time") for p in w.live.plots}
+    # only the loss plots get a legend entry ("batch 64"), and the time split its running epoch's bar (it follows
+    # the running epoch from the run's start, issue 11 item 1); the other epoch plots' curves are empty
+    assert shown == {p: p in ("loss_step", "loss_time", "epoch_split") for p in w.live.plots}
     assert not w.live.has_pending()  # nothing left undrawn: the empty curves exist
     assert ("main", 1, "train_loss") in w.live._curves
     rest = events[second_start + 1 :]
