@@ -1,4 +1,4 @@
-"""BatchLab entry point: `batchlab` opens the window; `batchlab sweep|report|info|presets|max-batch|lr-find`
+"""BatchLab entry point: `batchlab` opens the window; `batchlab sweep|report|info|presets|max-batch|lr-find|profile`
 run headless.
 
 Kept import-light on purpose: the window process never imports TensorFlow, and the
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-CLI_COMMANDS = ("sweep", "report", "info", "presets", "max-batch", "lr-find", "-h", "--help")
+# every subcommand of core/cli.py (tests/core/test_cli.py checks the two lists agree); anything else opens the window
+CLI_COMMANDS = ("sweep", "report", "info", "presets", "max-batch", "lr-find", "profile", "-h", "--help")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -189,6 +189,17 @@ def test_info_and_presets():
     assert "mnist-autoencoder" in presets.stdout and "batch_sizes=8,16,32,64,128,256,512" in presets.stdout
 
 
+def test_every_subcommand_runs_headless_and_does_not_open_the_window(capsys):
+    """main.py routes only the names it lists to the CLI; `batchlab profile` once opened the window instead."""
+    from batchlab.core.cli import COMMANDS
+    from batchlab.main import CLI_COMMANDS, main
+
+    assert set(COMMANDS) <= set(CLI_COMMANDS)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["profile", "--help"])
+    assert exit_info.value.code == 0 and "usage: batchlab profile" in capsys.readouterr().out
+
+
 def test_ctrl_c_ends_the_run_cleanly_and_keeps_what_was_measured(tmp_path):
     import signal
 
