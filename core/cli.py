@@ -423,14 +423,15 @@ def _print_explanation(sweep) -> None:
         print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
 
 
-def _print_analysis(sweep) -> None:
-    """Steps and time to target, the critical batch, regimes and the recommendation (core/analysis/analyse.py)."""
+def _print_analysis(sweep, profile=None) -> None:
+    """Steps and time to target, the critical batch, regimes and the recommendation (core/analysis/analyse.py);
+    `profile`: a profile's prediction (predict.ProfilePrediction) the recommendation checks."""
     import textwrap
 
     from batchlab.core.analysis.advice import analysis_table
     from batchlab.core.analysis.analyse import analyse
 
-    analysis = analyse(sweep)
+    analysis = analyse(sweep, profile)
     print()
     print("Which batch size, and why (docs/analysis.md):")
     if analysis.target and analysis.batches:
@@ -555,11 +556,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if _is_lr_find_file(args.file):
         return _report_lr_find(args)
     sweep = SweepData.from_file(args.file)  # the same model, and so the same figures, as the window
+    profile = _read_profile(args.profile) if args.profile is not None else None  # a bad file: one line, first
     rows = summary_rows(sweep)
     if args.json:
         from batchlab.core.analysis.analyse import analyse
 
-        payload = {"runs": rows, "analysis": analyse(sweep).as_dict()}
+        payload = {"runs": rows, "analysis": analyse(sweep, profile).as_dict()}
         payload.update(_profile_json(args.file, sweep))
         print(json.dumps(payload, indent=2, default=str))
         return EXIT_OK
@@ -576,10 +578,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     _print_batch_changes(sweep)
     _print_seed_table(rows)
     _print_explanation(sweep)
-    _print_analysis(sweep)
+    _print_analysis(sweep, profile)  # with a profile, its recommendation says how far the prediction was off
     _print_metrics_table(rows)
     _print_noise_scale(sweep)
-    _print_profile(args.file, sweep, args.profile)
+    _print_profile(args.file)
     return EXIT_OK
 
 
@@ -654,7 +656,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         progress.close()
     print(f"run file: {out}")
     _print_table(out)
-    _print_profile(out, None, None)
+    _print_profile(out)
     print(f"check it later with: batchlab report SWEEP.h5 --profile {out}")
     return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
 
@@ -670,9 +672,9 @@ def _profile_json(path, sweep) -> dict[str, Any]:
     return {"profile_prediction": prediction.as_dict() if prediction is not None else None}
 
 
-def _print_profile(path, sweep, profile_path) -> None:
-    """A profile file's prediction; with `profile_path`, how far that profile's prediction was from this sweep."""
-    from batchlab.core.analysis.predict import PROFILE_MODE, check_prediction, describe_prediction, predict_from_profile
+def _print_profile(path) -> None:
+    """A profile file's own prediction (nothing for other run files)."""
+    from batchlab.core.analysis.predict import PROFILE_MODE, describe_prediction, predict_from_profile
     from batchlab.core.model import SweepData
     from batchlab.core.runfile.reader import read_run_file
 
@@ -683,14 +685,17 @@ def _print_profile(path, sweep, profile_path) -> None:
             print("none: it needs a finite B_simple and a steady step time at two batch sizes at least")
         else:
             print("\n".join(describe_prediction(prediction)))
-    if profile_path is not None:
-        from batchlab.core.analysis.analyse import analyse
 
-        prediction = predict_from_profile(SweepData.from_file(profile_path))
-        if prediction is None:
-            raise SpecError("profile", f"{profile_path} holds no prediction (no finite B_simple or step-time fit)")
-        print()
-        print(check_prediction(prediction, analyse(sweep)))
+
+def _read_profile(path):
+    """The prediction of `report --profile FILE` (predict.ProfilePrediction); SpecError when it holds none."""
+    from batchlab.core.analysis.predict import predict_from_profile
+    from batchlab.core.model import SweepData
+
+    prediction = predict_from_profile(SweepData.from_file(path))
+    if prediction is None:
+        raise SpecError("profile", f"{path} holds no prediction (no finite B_simple or step-time fit)")
+    return prediction
 
 
 def _report_lr_find(args: argparse.Namespace) -> int:

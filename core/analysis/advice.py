@@ -3,7 +3,8 @@
 Each paragraph states its numbers: the batch that met the target soonest (measured) and where the
 fitted T(B) = S(B) t_step(B) puts the minimum; the critical batch (a value with its interval, or a
 bound); the regimes; how far memory allows; the learning rate that goes with the recommended
-batch (the one its runs used); loss noise and the generalization gap; and what was not measured.
+batch (the one its runs used); loss noise and the generalization gap; what was not measured; and,
+given a profile (`batchlab report --profile`), how far its predicted best batch was from the measured one.
 Sweeps without a target get what they can: the fastest epochs, memory, and what to run next.
 """
 
@@ -279,6 +280,12 @@ def _noise_scale(analysis: Analysis) -> list[str]:
     return [text + "."]
 
 
+def _profile(analysis: Analysis) -> list[str]:
+    from batchlab.core.analysis.predict import describe_check
+
+    return [describe_check(analysis.profile_check)] if analysis.profile_check is not None else []
+
+
 def _epochs(analysis: Analysis) -> list[str]:
     timed = [s for s in analysis.batches if s.epoch_time.n]
     if not timed:
@@ -292,8 +299,9 @@ def _epochs(analysis: Analysis) -> list[str]:
 def recommendation(analysis: Analysis, sweep: SweepData) -> list[str]:
     """The recommendation, one paragraph per item; every claim carries the numbers it rests on."""
     if not analysis.target:
-        return [NO_TARGET, *_epochs(analysis), *_memory(analysis), *_noise_scale(analysis)]
-    lines = [*_fastest(analysis), *_critical(analysis), *_regimes(analysis), *_noise_scale(analysis)]
+        return [NO_TARGET, *_epochs(analysis), *_memory(analysis), *_noise_scale(analysis), *_profile(analysis)]
+    lines = [*_fastest(analysis), *_profile(analysis), *_critical(analysis), *_regimes(analysis)]
+    lines += _noise_scale(analysis)
     lines += _memory(analysis)
     lines += _learning_rate(analysis, sweep, analysis.best_measured)
     lines += _noise_and_gap(analysis)

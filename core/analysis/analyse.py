@@ -15,6 +15,7 @@ from here, so a number is computed in one place. What goes in (docs/analysis.md 
   measured batch sizes;
 - memory: the memory line (memory_fit.py), the device limit it implies, runs out of memory;
 - the gradient noise scale (B_simple and the Bcrit it predicts) of the runs that measured it;
+- given a profile's prediction (predict.py, `batchlab report --profile`), how far it was off;
 - the recommendation in words (advice.py).
 """
 
@@ -30,6 +31,7 @@ from batchlab.core.analysis.critical import CriticalFit, fit_critical, optimal_b
 from batchlab.core.analysis.loss_noise import generalization_gap, loss_noise
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
 from batchlab.core.analysis.noise_scale import noise_scale_series
+from batchlab.core.analysis.predict import ProfileCheck, ProfilePrediction, compare_with_sweep
 from batchlab.core.analysis.regimes import Span, batch_regimes, fit_spans, measured_spans
 from batchlab.core.analysis.step_time import StepTimeFit, fit_step_time
 from batchlab.core.model import RunData, SweepData
@@ -123,6 +125,7 @@ class Analysis:
     measured_ratios: list[tuple[Span, float]]  # per-doubling steps ratio between measured batch sizes
     memory: Memory
     noise_scale: NoiseScale | None = None  # the gradient noise scale slot (None: not measured)
+    profile_check: ProfileCheck | None = None  # a profile's prediction against this sweep (None: none given)
     recommendation: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -280,8 +283,9 @@ def _best_measured(batches: list[BatchSummary]) -> int | None:
     return min(full, key=lambda s: s.time_to_target.mean).batch_size if full else None
 
 
-def analyse(sweep: SweepData) -> Analysis:
-    """The analysis of a sweep (live or from a file); see the module docstring."""
+def analyse(sweep: SweepData, profile: ProfilePrediction | None = None) -> Analysis:
+    """The analysis of a sweep (live or from a file); see the module docstring. With `profile` (what a
+    `batchlab profile` file predicts, predict.predict_from_profile) it also says how far that was off."""
     from batchlab.core.analysis.advice import recommendation
 
     target = _target(sweep)
@@ -325,4 +329,6 @@ def analyse(sweep: SweepData) -> Analysis:
         memory=_memory(sweep),
         noise_scale=_noise_scale(sweep),
     )
+    if profile is not None:
+        analysis = replace(analysis, profile_check=compare_with_sweep(profile, analysis))
     return replace(analysis, recommendation=recommendation(analysis, sweep))

@@ -137,27 +137,68 @@ def powers_of_two_apart(a: float, b: float) -> float:
     return math.nan
 
 
+@dataclass(frozen=True)
+class ProfileCheck:
+    """A profile's prediction against a sweep to a target: best batch and Bcrit, predicted and found."""
+
+    predicted_best: float  # samples: the profile's B_opt (NaN: it predicted none)
+    predicted_bcrit: float  # samples: the profile's B_simple
+    measured_best: int | None  # the sweep's fastest batch to the target (every run met it); None: none
+    measured_off: float  # powers of two between predicted_best and measured_best (NaN: not comparable)
+    fitted_best: float  # samples: the minimum of the sweep's own fitted T(B) (NaN: not fitted)
+    fitted_off: float  # powers of two between predicted_best and fitted_best
+    fitted_bcrit: float  # samples: the sweep's fitted Bcrit; NaN when the fit gives only a bound or none
+
+    @property
+    def within_one(self) -> bool | None:
+        """Whether the predicted best batch was within one power of two of the measured fastest (the goal)."""
+        return None if math.isnan(self.measured_off) else bool(self.measured_off <= 1)
+
+
+def compare_with_sweep(p: ProfilePrediction, analysis) -> ProfileCheck:
+    """How far a profile's prediction was from a sweep's analysis (a core.analysis.analyse.Analysis)."""
+    measured = analysis.best_measured
+    fit = analysis.critical
+    return ProfileCheck(
+        predicted_best=p.best_batch,
+        predicted_bcrit=p.b_simple,
+        measured_best=measured,
+        measured_off=powers_of_two_apart(p.best_batch, measured) if measured is not None else math.nan,
+        fitted_best=analysis.best_predicted,
+        fitted_off=powers_of_two_apart(p.best_batch, analysis.best_predicted),
+        fitted_bcrit=fit.bcrit.value if fit is not None and not fit.bcrit.bounded else math.nan,
+    )
+
+
+def describe_check(check: ProfileCheck) -> str:
+    """The check in words, with its numbers: the paragraph of the recommendation when a profile is given."""
+    head = f"Predicted before this sweep by the profile (B_simple ~ {check.predicted_bcrit:,.0f} as Bcrit)"
+    if not (math.isfinite(check.predicted_best) and check.predicted_best > 0):
+        return head + ": no best batch (its step-time line had no positive fixed cost and slope), so nothing to check."
+    head += f": best batch ~{check.predicted_best:,.0f}"
+    if check.measured_best is None:
+        return head + (
+            "; no batch size of this sweep met its target in every run, so it can neither confirm nor refute it."
+        )
+    verdict = "within one, the goal" if check.within_one else "not within one, the goal"
+    text = (
+        f"{head}; the fastest to the target here was batch {check.measured_best:,}: "
+        f"{check.measured_off:.1f} powers of two apart ({verdict})"
+    )
+    if math.isfinite(check.fitted_off):
+        text += (
+            f". This sweep's own fit puts the best at ~{check.fitted_best:,.0f}, "
+            f"{check.fitted_off:.1f} powers of two from the prediction"
+        )
+    if math.isfinite(check.fitted_bcrit):
+        text += (
+            f"; its fitted Bcrit is {check.fitted_bcrit:,.0f}, "
+            f"{check.fitted_bcrit / check.predicted_bcrit:.2g}x the profile's B_simple"
+        )
+    return text + "."
+
+
 def check_prediction(p: ProfilePrediction, analysis) -> str:
     """How far a profile's best batch was from a sweep's (a core.analysis.analyse.Analysis): its fastest
     measured batch to the target and, when its fit has one, its fitted optimum."""
-    if p.best_power_of_two is None:
-        return "profile check: the profile predicted no best batch, so there is nothing to check"
-    if analysis.best_measured is None:
-        return (
-            f"profile check: predicted best batch ~{p.best_batch:,.0f}; this sweep has no run that met its "
-            "target, so it can neither confirm nor refute it"
-        )
-    off = powers_of_two_apart(p.best_batch, analysis.best_measured)
-    verdict = "within" if off <= 1 else "not within"
-    text = (
-        f"profile check: predicted best batch ~{p.best_batch:,.0f}, fastest to the target in this sweep "
-        f"{analysis.best_measured:,}: {off:.1f} powers of two apart ({verdict} one, the goal)"
-    )
-    if math.isfinite(analysis.best_predicted):
-        text += f"; this sweep's own fit puts the best at ~{analysis.best_predicted:,.0f}"
-    fit = analysis.critical
-    if fit is not None and not fit.bcrit.bounded:
-        text += (
-            f"; predicted Bcrit ~{p.b_simple:,.0f}, fitted {fit.bcrit.value:,.0f} ({fit.bcrit.value / p.b_simple:.2g}x)"
-        )
-    return text
+    return describe_check(compare_with_sweep(p, analysis))

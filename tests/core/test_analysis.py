@@ -162,7 +162,13 @@ def test_analyse_a_target_sweep_finds_the_known_curve_and_best_batch():
 
 
 def test_recommendation_text_of_a_fixed_sweep_matches_the_golden_file():
-    text = "\n".join(analyse(target_sweep(missed=(512,))).recommendation) + "\n"
+    """With a profile's prediction (B_simple 128, the same step time): best ~101 predicted, 64 measured."""
+    from batchlab.core.analysis.predict import predict_from_profile
+
+    from tests.core.test_noise_scale import profile_sweep
+
+    profile = predict_from_profile(profile_sweep(b_simple=128.0))
+    text = "\n".join(analyse(target_sweep(missed=(512,)), profile).recommendation) + "\n"
     if os.environ.get("BATCHLAB_UPDATE_GOLDEN"):
         GOLDEN.write_text(text, encoding="utf-8")
     assert text == GOLDEN.read_text(encoding="utf-8")

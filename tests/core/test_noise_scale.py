@@ -328,10 +328,20 @@ def test_a_later_sweep_says_how_far_the_prediction_was_off():
 
     analysis = analyse(target_sweep())  # Bcrit 64, the same step time: its best is near 72 too
     right = check_prediction(predict_from_profile(profile_sweep(b_simple=64.0)), analysis)
-    assert f"fastest to the target in this sweep {analysis.best_measured:,}" in right
+    assert f"the fastest to the target here was batch {analysis.best_measured:,}" in right
     assert "(within one, the goal)" in right
-    wrong = check_prediction(predict_from_profile(profile_sweep(b_simple=4096.0)), analysis)  # best ~573
+    wrong_profile = predict_from_profile(profile_sweep(b_simple=4096.0))  # best sqrt(4096 x 80) = 572
+    wrong = check_prediction(wrong_profile, analysis)
     assert "(not within one, the goal)" in wrong
+    # the recommendation carries the same check, and report --json its numbers
+    checked = analyse(target_sweep(), wrong_profile)
+    assert wrong in checked.recommendation and checked.recommendation.index(wrong) == 2  # after the fastest batch
+    check = checked.as_dict()["profile_check"]
+    assert check["predicted_best"] == pytest.approx(math.sqrt(4096 * ALPHA / BETA))
+    assert check["measured_best"] == analysis.best_measured
+    assert check["measured_off"] == pytest.approx(math.log2(check["predicted_best"] / analysis.best_measured))
+    assert check["measured_off"] > 1 and check["fitted_bcrit"] == pytest.approx(analysis.critical.bcrit.value)
+    assert analysis.profile_check is None and not any("profile" in p for p in analysis.recommendation)
 
 
 def test_a_profile_picks_three_of_the_presets_batch_sizes_that_can_be_split():
@@ -403,4 +413,5 @@ def test_a_profile_stores_the_measurements_and_the_report_predicts(profile_file,
         assert code == 2 and "holds no prediction" in captured.err
     else:  # a profile trains to no target: it cannot check itself, and says so (or it predicted no best batch)
         assert code == 0
-        assert "can neither confirm nor refute it" in captured.out or "predicted no best batch" in captured.out
+        out = " ".join(captured.out.split())  # the recommendation is wrapped
+        assert "can neither confirm nor refute it" in out or "no best batch" in out
