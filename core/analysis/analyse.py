@@ -174,6 +174,13 @@ def _step_wall(run: RunData) -> float:
     return run.batch_size / rate if rate > 0 and math.isfinite(rate) else math.nan
 
 
+def _peak_lr(run: RunData) -> float:
+    """The rate the run trained at after warmup: `lr_peak` (its rule's rate for its batch size), else `lr` (the
+    rate as given; with a rule and warmup that is where warmup starts, not the peak)."""
+    peak = _float(run.attrs.get("lr_peak"))
+    return peak if math.isfinite(peak) else _float(run.attrs.get("lr"))
+
+
 def _batches(sweep: SweepData, target: str | None) -> list[BatchSummary]:
     runs = [r for r in sweep.ordered_runs() if r.batch_size > 0]
     out = []
@@ -183,7 +190,7 @@ def _batches(sweep: SweepData, target: str | None) -> list[BatchSummary]:
         gaps = [generalization_gap(r.evals.as_dict(), r.epochs.as_dict(), target) for r in ok]
         where = {w for _, w in gaps if w}
         steady = entry["steady_peak_bytes"]
-        lrs = [v for v in (_float(r.attrs.get("lr")) for r in ok) if math.isfinite(v)]
+        lrs = [v for v in (_peak_lr(r) for r in ok) if math.isfinite(v)]
         out.append(
             BatchSummary(
                 batch_size=b,

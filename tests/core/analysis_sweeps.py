@@ -25,11 +25,20 @@ def target_sweep(
     rng_seed=3,
     b_simple=None,
     alpha=ALPHA,
+    linear_from=None,
 ):
     """A sweep whose run at batch B reaches val_loss < 0.5 after S(B) x (multiplicative noise) steps, with steady
     steps of alpha + BETA*B s, host memory 300 MiB + 0.2 MiB x B, loss noise falling as 1/sqrt(B).
     Batch sizes in `missed` train 2 S(B) steps and never meet the target. With `b_simple`, every run measured
-    the gradient noise scale every 10 steps: tr(Sigma) = b_simple x |G|^2 (b_simple x (1 + run index / 100))."""
+    the gradient noise scale every 10 steps: tr(Sigma) = b_simple x |G|^2 (b_simple x (1 + run index / 100)).
+    With `linear_from` B0 the rate follows the linear rule, lr x B/B0 after 10 warmup steps from lr."""
+
+    def rule(b):
+        if linear_from is None:
+            return {"lr_rule": "constant", "lr_warmup_steps": 0}
+        peak = lr * b / linear_from
+        return {"lr_rule": "linear", "lr0": lr, "lr_base_batch": linear_from, "lr_peak": peak, "lr_warmup_steps": 10}
+
     rng = np.random.default_rng(rng_seed)
     data = SweepData()
     spec = {"target": TARGET, "eval_every": 10}
@@ -48,9 +57,8 @@ def target_sweep(
                     samples=SAMPLES,
                     target=TARGET,
                     lr=lr,
-                    lr_rule="constant",
-                    lr_warmup_steps=0,
                     lr_schedule="constant",
+                    **rule(b),
                 )
             )
             step_time = np.full(n, alpha + BETA * b)

@@ -190,6 +190,21 @@ def test_the_noise_scale_of_the_runs_fills_its_slot_and_is_compared_with_the_fit
     assert analyse(target_sweep()).noise_scale is None
 
 
+def test_the_learning_rate_named_is_the_rules_peak_not_where_warmup_starts():
+    """A linear rule from 0.05 at batch 8: batch 64 trains at 0.4 after warmup (golmant-lsr's report once said
+    its batch 256 ran at 0.01, the rate warmup starts from)."""
+    analysis = analyse(target_sweep(linear_from=8))
+    assert {s.batch_size: s.lr for s in analysis.batches} == pytest.approx(
+        {b: 0.05 * b / 8 for b in (8, 16, 32, 64, 128, 256, 512)}
+    )
+    best = analysis.best_measured
+    said = (
+        f"Learning rate for batch {best}: {0.05 * best / 8:g}, the peak rate its runs used "
+        "(the linear rule from 0.05 at batch 8, 10 warmup steps)."
+    )
+    assert said in analysis.recommendation
+
+
 def test_a_step_time_line_without_a_fixed_cost_gives_no_predicted_minimum_and_says_why():
     analysis = analyse(target_sweep(alpha=-1e-4))
     assert analysis.step_time.alpha < 0 and math.isnan(analysis.best_predicted)
