@@ -13,9 +13,12 @@ start and TensorFlow import:
             same seed) and calls model.fit(x, y, batch_size=b, epochs=E, shuffle=False, verbose=0)
             (with the same validation data when --val-samples > 0);
   batchlab  `batchlab sweep --preset mnist-autoencoder --val-samples N --quiet --out TMP` as a user
-            types it (a child per run, each prepared while the previous run trains);
-  fresh     (with --fresh) the same sweep with each run's child started only when its run is asked
-            for (SweepRunner(standby=False)), to show what the standby children buy.
+            types it (on the CPU: the probe's child takes the first run and is reused for every next
+            run that follows one that ended ok: one TensorFlow import);
+  standby   (with --standby) the same with `--fresh-children`: a process per run, each prepared while the
+            previous run trains (a standby);
+  fresh     (with --fresh) a process per run started only when its run is asked for
+            (SweepRunner(standby=False, reuse=False)), to show what the standby children buy.
 
 The ways run in interleaved rounds whose order alternates (fit, batchlab / batchlab, fit), so load
 from other processes on a shared machine falls on both alike; the ratio of each round's pair is
@@ -23,8 +26,8 @@ printed, then the median and the range over rounds, with the load average before
 
 Usage (from the repository root):
 
-    .venv/bin/python bench/bench_sweep_tax.py [--repeats 3] [--epochs 10] [--val-samples 0] [--fresh]
-        [--batch-sizes 8,16,...]
+    .venv/bin/python bench/bench_sweep_tax.py [--repeats 3] [--epochs 10] [--val-samples 0] [--standby]
+        [--fresh] [--batch-sizes 8,16,...]
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ sys.path.insert(0, str(REPO_ROOT))
 PRESET = "mnist-autoencoder"
 TARGET_RATIO = 1.10  # batchlab / fit wall time: at most this
 SEED = 0
-FIT, BATCHLAB, FRESH = "fit", "batchlab", "fresh"
+FIT, BATCHLAB, STANDBY, FRESH = "fit", "batchlab", "standby", "fresh"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,6 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=None, help="epochs per run (default: the preset's, 10)")
     p.add_argument("--val-samples", type=int, default=0, help="validation samples (default 0: off, as measured)")
     p.add_argument("--batch-sizes", default=None, help="comma-separated batch sizes (default: the preset's, 8-512)")
+    p.add_argument("--standby", action="store_true", help="also time --fresh-children (a standby child per run)")
     p.add_argument("--fresh", action="store_true", help="also time the sweep with a fresh child per run")
     p.add_argument("--hand-written", action="store_true", help=argparse.SUPPRESS)  # the fit way's own process
     p.add_argument("--no-standby", dest="no_standby", metavar="OUT", help=argparse.SUPPRESS)  # the fresh way
@@ -96,12 +100,13 @@ def hand_written_sweep(args: argparse.Namespace) -> int:
 
 
 def fresh_sweep(args: argparse.Namespace) -> int:
-    """`batchlab sweep` as the CLI runs it, but every run's child started only when its run is asked for."""
+    """`batchlab sweep` as the CLI runs it, but every run in a child of its own started when its run is asked for."""
     from batchlab.core.spec import build_spec
     from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
     spec = build_spec(sweep_values(args))
-    return 0 if run_sweep(spec, args.no_standby, runner=SweepRunner(spec, standby=False)) == "complete" else 1
+    runner = SweepRunner(spec, standby=False, reuse=False)
+    return 0 if run_sweep(spec, args.no_standby, runner=runner) == "complete" else 1
 
 
 def command(way: str, args: argparse.Namespace, out: Path) -> list[str]:
@@ -113,9 +118,11 @@ def command(way: str, args: argparse.Namespace, out: Path) -> list[str]:
     if way == FRESH:
         return [*me, "--no-standby", str(out), *common]
     batchlab = str(Path(sys.executable).with_name("batchlab"))
+    fresh_children = ["--fresh-children"] if way == STANDBY else []
     return [batchlab, "sweep", "--preset", PRESET, "--device", "cpu", "--seeds", str(SEED), "--quiet"] + [
         "--out",
         str(out),
+        *fresh_children,
         *common,
     ]
 
@@ -140,35 +147,42 @@ def timed(cmd: list[str]) -> tuple[float, float]:
 
 
 def report_startup(files: dict[str, list[Path]]) -> None:
-    """What the run files say: each run's start-up, how far a standby's start-up reached into the previous
-    run's training, and (with --fresh) steady throughput with standby children against fresh ones."""
+    """What the run files say: each way's start-up per run (its last file), how far a standby's start-up
+    reached into the previous run's training, and steady throughput against fresh children."""
     from batchlab.core.analysis.startup import explain_startup
     from batchlab.core.model import SweepData
 
     sweeps = {way: [SweepData.from_file(f) for f in paths] for way, paths in files.items()}
-    print("\nstart-up per run, from the last batchlab sweep's run file:")
-    for text in explain_startup(sweeps[BATCHLAB][-1].ordered_runs()):
-        print(f"  {text}")
-    print("\na standby's start-up (process, import, data) ran this far into the previous run's training (s; median):")
-    overlap: dict[int, list[float]] = {}
-    for sweep in sweeps[BATCHLAB]:
-        runs = sweep.ordered_runs()
-        for prev, run in zip(runs, runs[1:], strict=False):
-            if run.attrs.get("child") == "standby":
-                reach = float(run.attrs["startup_prepared_s"]) - float(prev.attrs["startup_s"])
-                overlap.setdefault(prev.batch_size, []).append(max(0.0, reach))
-    for b, values in overlap.items():
-        print(f"  during batch {b:>4}: {statistics.median(values):5.2f}")
+    for way, loaded in sweeps.items():
+        print(f"\nstart-up per run, from the last {way} sweep's run file:")
+        for text in explain_startup(loaded[-1].ordered_runs()):
+            print(f"  {text}")
+        kinds = [str(r.attrs.get("child", "?")) for r in loaded[-1].ordered_runs()]
+        print(f"  children: {', '.join(kinds)}")
+    if STANDBY in sweeps:
+        print("\na standby's start-up (process, import, data) reached this far into the previous run's training")
+        print("(s; median):")
+        overlap: dict[int, list[float]] = {}
+        for sweep in sweeps[STANDBY]:
+            runs = sweep.ordered_runs()
+            for prev, run in zip(runs, runs[1:], strict=False):
+                if run.attrs.get("child") == "standby":
+                    reach = float(run.attrs["startup_prepared_s"]) - float(prev.attrs["startup_s"])
+                    overlap.setdefault(prev.batch_size, []).append(max(0.0, reach))
+        for b, values in overlap.items():
+            print(f"  during batch {b:>4}: {statistics.median(values):5.2f}")
     if FRESH not in sweeps:
         return
-    print("\nsteady samples/s, standby children / fresh children (median over rounds; interference of a standby):")
+    print("\nsteady samples/s against fresh children (median over rounds; >1: faster than a fresh child):")
     sizes = sorted({r.batch_size for r in sweeps[BATCHLAB][0].ordered_runs()})
+    others = [w for w in (BATCHLAB, STANDBY) if w in sweeps]
     for b in sizes:
         rate = {}
-        for way in (BATCHLAB, FRESH):
+        for way in (*others, FRESH):
             runs = [r for sweep in sweeps[way] for r in sweep.ordered_runs() if r.batch_size == b]
             rate[way] = statistics.median(r.figures.samples_per_s for r in runs)
-        print(f"  batch {b:>4}: {rate[BATCHLAB]:8.0f} / {rate[FRESH]:8.0f} = {rate[BATCHLAB] / rate[FRESH]:.3f}")
+        ratios = "  ".join(f"{w} {rate[w]:8.0f} ({rate[w] / rate[FRESH]:.3f})" for w in others)
+        print(f"  batch {b:>4}: fresh {rate[FRESH]:8.0f}  {ratios}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         return hand_written_sweep(args)
     if args.no_standby:
         return fresh_sweep(args)
-    ways = [FIT, BATCHLAB] + ([FRESH] if args.fresh else [])
+    ways = [FIT, BATCHLAB] + ([STANDBY] if args.standby else []) + ([FRESH] if args.fresh else [])
     print(f"command:  {shlex.join([sys.executable, *sys.argv])}")
     print(f"date:     {datetime.now().astimezone().isoformat(timespec='seconds')}")
     machine = f"{os.cpu_count()} logical CPUs, {platform.machine()}, {platform.system()}"
@@ -227,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{way}/fit CPU time: median of round ratios {statistics.median(cpu_pairs):.3f}, range {spread}")
         if BATCHLAB in files:
             report_startup(files)
+        print(f"load now: {load()}")
     return verdict
 
 

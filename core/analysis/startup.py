@@ -3,8 +3,10 @@
 The child (core/training/startup.py) records each phase's seconds as run attributes: process start,
 TensorFlow import, data, model build, input pipeline, and `startup_s`, the time from the parent's
 request for the run to the start of its first step. The first step itself traces the step function
-(`tracing_time_s`). A standby child did its process start, import and data before the request
-(`startup_prepared_s`), so its run paid only the rest. Numbers only; no TensorFlow, no Qt.
+(`tracing_time_s`). A standby child (or the probe's child, which checked the spec first) did its process
+start, import and data before the request (`startup_prepared_s`), so its run paid only the rest; a reused
+child (the process that trained the run before, on the CPU) pays no process start, import or data at all.
+Numbers only; no TensorFlow, no Qt.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ AHEAD = ("startup_process_s", "startup_import_s", "startup_data_s")  # what a st
 class OneTimeCosts:
     """One run's costs before its first step ended (s). `paid` is what the run waited for after its request."""
 
-    child: str  # "fresh" or "standby"
+    child: str  # "fresh", "standby", "probe" or "reused"
     phases: dict[str, float]  # attribute name -> seconds the phase took, wherever it fell
     tracing: float  # tracing and compiling the step function, in the first step (NaN: not known)
     ahead: float  # of process start, import and data: seconds done before the request (standby)
@@ -94,7 +96,7 @@ def explain_startup(runs: list[RunData]) -> list[str]:
     """One sentence per kind of child: what a run paid before its first step, phase by phase (medians)."""
     measured = [(r.index + 1, c) for r in runs if (c := one_time_costs(r)) is not None]
     lines = []
-    for kind in ("fresh", "standby"):
+    for kind in ("fresh", "probe", "standby", "reused"):
         group = [(n, c) for n, c in measured if c.child == kind]
         if not group:
             continue
@@ -105,17 +107,25 @@ def explain_startup(runs: list[RunData]) -> list[str]:
         ahead = statistics.median(c.ahead for c in costs)
         numbers = _runs([n for n, _ in group])
         who = (
-            f"{numbers} (a fresh child, started when its run was asked for)"
-            if kind == "fresh"
-            else f"{numbers} (a standby child, started ahead: during the previous run or the spec's check)"
+            numbers
+            + {
+                "fresh": " (a fresh child, started when its run was asked for)",
+                "probe": " (the probe's child: it checked the spec, then took the first run)",
+                "standby": " (a standby child, started ahead: during the previous run or the spec's check)",
+                "reused": " (a reused child: the process that trained the run before, which ended ok)",
+            }[kind]
         )
         shown = [(name, words) for name, words in PHASES if name in phases]
-        if kind == "standby":
+        if kind in ("standby", "probe"):
             before = [f"{words} {_s(phases[name])}" for name, words in shown if name in AHEAD]
             after = [f"{words} {_s(phases[name])}" for name, words in shown if name not in AHEAD]
             late = statistics.median(sum(c.phases.get(k, 0.0) for k in AHEAD) - c.ahead for c in costs)
             if late >= LATE_SHOWN_S:
-                after.insert(0, f"waiting for the standby to finish its start-up {_s(late)}")
+                child = "standby" if kind == "standby" else "probe child"
+                after.insert(0, f"waiting for the {child} to finish its start-up {_s(late)}")
+        elif kind == "reused":  # no process start, no import; the data only if this run's differ
+            before = []
+            after = [f"{words} {_s(phases[name])}" for name, words in shown if name not in AHEAD or phases[name] > 0]
         else:
             before, after = [], [f"{words} {_s(phases[name])}" for name, words in shown]
         if tracing:
@@ -123,7 +133,11 @@ def explain_startup(runs: list[RunData]) -> list[str]:
         after.append(f"the rest {_s(statistics.median(c.rest for c in costs))}")
         text = f"Before its first step ended, {who} paid {_s(paid)}"
         text += (" (median)" if len(costs) > 1 else "") + ": " + ", ".join(after)
-        if before:
+        if before and kind == "probe":
+            text += f"; its {', '.join(before)} were paid once, for the spec's check before the first run"
+        elif before:
             text += f"; its {', '.join(before)} ({_s(ahead)} of them ahead of the request) were off the sweep's clock"
+        if kind == "reused":
+            text += "; no process start or TensorFlow import"
         lines.append(text + ".")
     return lines

@@ -27,8 +27,8 @@ from typing import Any
 
 from batchlab.core.events import RUN_ENDED, RUN_STARTED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
 from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
-from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main, run_main
-from batchlab.core.training.startup import FRESH, STANDBY
+from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main, probe_run_main, run_main
+from batchlab.core.training.startup import FRESH, PROBE, REUSED, STANDBY
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -68,17 +68,38 @@ class _RunChild:
     go: Any  # the write end of its request pipe; None: the entry trains at once
     stop: Any  # multiprocessing Event: stop between steps
     log_path: Path
+    ahead: str = STANDBY  # what it is when started ahead of its run: a standby, or the probe child
 
-    def request(self, kind: str) -> None:
-        """Ask the child for its run now; `kind` (fresh or standby) is recorded with the run."""
+    def request(self, kind: str, reuse: bool = False) -> None:
+        """Ask the child for its run now; `kind` (fresh or standby) is recorded with the run. With `reuse` the
+        request pipe stays open: after a run that ends ok the child waits on it for its next run."""
         if self.go is None:
             return
         try:
-            self.go.send({"requested_at": time.time(), "child": kind})
+            self.go.send({"requested_at": time.time(), "child": kind, "reuse": reuse})
         except OSError:  # it died getting ready: _finish reads its report, or its death
             pass
         finally:
+            if not reuse:
+                self.release()
+
+    def hand(self, run: RunSpec, log_path: Path) -> bool:
+        """Give this child (idle after a run that ended ok) its next run; False if it cannot take it."""
+        if self.go is None or not self.process.is_alive():
+            return False
+        try:
+            request = {"requested_at": time.time(), "child": REUSED, "run": run.to_dict(), "log_path": str(log_path)}
+            self.go.send(request)
+        except OSError:
+            return False
+        self.run, self.log_path = run, log_path
+        return True
+
+    def release(self) -> None:
+        """Close the request pipe: a child waiting on it (a standby, or an idle reused child) exits."""
+        if self.go is not None:
             self.go.close()
+            self.go = None
 
 
 def start_child(process: multiprocessing.process.BaseProcess) -> None:
@@ -115,15 +136,24 @@ class SweepRunner:
     """Runs a validated spec, one child process per run; thread-safe `stop()`."""
 
     def __init__(
-        self, spec: SweepSpec, log_dir: str | os.PathLike | None = None, niceness: int = 0, standby: bool = True
+        self,
+        spec: SweepSpec,
+        log_dir: str | os.PathLike | None = None,
+        niceness: int = 0,
+        standby: bool = True,
+        reuse: bool = True,
     ):
         """niceness > 0 starts each training child that much below this process's CPU priority (the
         window uses it so that its GUI thread is never queued behind TensorFlow's threads). `standby`:
         start each run's child while the previous run trains (see _run_one); False: each run's child
-        starts when its run is asked for."""
+        starts when its run is asked for. `reuse`: on the CPU, the child of a run that ended ok trains the
+        next run too (no new process, no TensorFlow import); False (--fresh-children): a process per run."""
         self.spec = spec
         self.standby = standby
+        self.reuse = reuse
         self._standby: _RunChild | None = None  # the next run's child, getting ready
+        self._idle: _RunChild | None = None  # the child of a run that ended ok, waiting to be reused
+        self._first: RunSpec | None = None  # the run the probe child will take (prepare_first_run)
         self._exiting: list[multiprocessing.process.BaseProcess] = []  # children whose run ended, still exiting
         self.niceness = max(0, int(niceness))
         self.environment: dict[str, Any] | None = None
@@ -156,8 +186,9 @@ class SweepRunner:
         with self._lock:
             if self._child is not None and self._child.is_alive():
                 self._child.kill()
-            if self._standby is not None and self._standby.process.is_alive():
-                self._standby.process.kill()
+            for spare in (self._standby, self._idle):
+                if spare is not None and spare.process.is_alive():
+                    spare.process.kill()
 
     def _track(self, child: multiprocessing.process.BaseProcess | None) -> None:
         with self._lock:
@@ -209,15 +240,18 @@ class SweepRunner:
             if self._stop.is_set():  # stopped before the probe started: no point starting TensorFlow
                 self.environment = _parent_environment()
                 return self.environment
-            self.environment = _probe(
-                self._ctx,
-                self.spec,
-                self._log_dir / "probe.log",
-                check=True,
-                data=self._probe_data,
-                should_stop=self._stop.is_set,
-                track=self._track,
-            )
+            if self._first is not None:
+                self.environment = self._probe_first_child(self._first)
+            else:
+                self.environment = _probe(
+                    self._ctx,
+                    self.spec,
+                    self._log_dir / "probe.log",
+                    check=True,
+                    data=self._probe_data,
+                    should_stop=self._stop.is_set,
+                    track=self._track,
+                )
             if self.environment is None:
                 self.environment = _parent_environment()
         return self.environment
@@ -255,6 +289,7 @@ class SweepRunner:
             raise
         finally:
             self.discard_standby()
+            self._retire_idle()
             while self._exiting:
                 _reap(self._exiting.pop())
             sink(make_event(SWEEP_ENDED, status=status, message=message, ended=now_iso()))
@@ -265,43 +300,102 @@ class SweepRunner:
         return {}
 
     def _run_one(self, run: RunSpec, sink: Sink, next_run: RunSpec | None = None) -> str:
-        """Run `run` in its standby child if one is ready for it, else in a fresh one; while it trains, a
-        standby child for `next_run` gets ready. After a run that did not end ok, that standby is let go
-        and the next run gets a fresh child."""
+        """Run `run` in the child that trained the previous run if it ended ok and may be reused (CPU), else in
+        its standby child if one is ready for it, else in a fresh one; while it trains, a standby child for
+        `next_run` gets ready unless this child will take it. After a run that did not end ok, that child and
+        the standby are let go and the next run gets a fresh child."""
         with self._lock:
             child, self._standby = self._standby, None
-        kind = STANDBY
-        if child is None or child.run.index != run.index or not child.process.is_alive():
+            idle, self._idle = self._idle, None
+        kind = child.ahead if child is not None else STANDBY
+        if idle is not None and idle.hand(run, self._log_path(run)):
             if child is not None:
                 _end_process(child.process)
-            child, kind = self._launch(run), FRESH
+            child, kind = idle, REUSED
+        else:
+            if idle is not None:
+                self._retire(idle)
+            if child is None or child.run.index != run.index or not child.process.is_alive():
+                if child is not None:
+                    _end_process(child.process)
+                child, kind = self._launch(run), FRESH
+        reuse = self._reuses(run)
         with self._lock:
             self._child_stop, self._child = child.stop, child.process
             if self._stop.is_set():
                 child.stop.set()
-        child.request(kind)
+        if kind != REUSED:
+            child.request(kind, reuse=reuse)
 
         def forward(event: dict[str, Any]) -> None:
             sink(event)
             # Once this run starts training (its model built), the next run's child starts, importing
             # TensorFlow and loading the data at the lowest CPU priority, with the cycles training leaves.
-            if event.get("type") == RUN_STARTED and next_run is not None and self._can_stand_by(next_run):
+            # Not when this child will train the next run itself (if this run ends ok).
+            if event.get("type") == RUN_STARTED and next_run is not None and not reuse and self._can_stand_by(next_run):
                 standby = self._launch(next_run)
                 with self._lock:
                     self._standby = standby
 
-        status = self._finish(child, forward)
+        status = self._finish(child, forward, keep=reuse)
         if status != "ok":
             self.discard_standby()  # whatever went wrong, the next run starts in a fresh process
         return status
 
+    def _reuses(self, run: RunSpec) -> bool:
+        """Whether `run`'s child may train the next run after it (if it ends ok): reuse on, the runs train on
+        the CPU (a GPU allocator's pools would carry one run's memory into the next run's figures), and a
+        child that trains sweep runs (run_main)."""
+        return self.reuse and self._on_cpu() and self._child_entry(run)[0] is run_main
+
+    def _retire(self, child: _RunChild) -> None:
+        """Let an idle reused child go: it exits when its request pipe closes (reaped at the sweep's end)."""
+        child.release()
+        self._exiting.append(child.process)
+
+    def _retire_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, None
+        if idle is not None:
+            self._retire(idle)
+
     def prepare_first_run(self) -> None:
-        """Start the first run's child now, so it imports TensorFlow while the probe checks the spec."""
+        """Get the first run's child ready during the probe. Where the runs may train on the CPU (no GPU in
+        sight) and children are reused, the probe child itself becomes the first run's child (one TensorFlow
+        import fewer); otherwise a standby starts now, importing TensorFlow while the probe checks the spec."""
         runs = self.spec.runs()
-        if runs and self._standby is None and self._can_stand_by(runs[0]):
-            standby = self._launch(runs[0])
+        if not runs or self._standby is not None or self.environment is not None or not self._can_stand_by(runs[0]):
+            return
+        if self.reuse and not _gpu_possible(self.spec.device):
+            self._first = runs[0]
+            return
+        standby = self._launch(runs[0])
+        with self._lock:
+            self._standby = standby
+
+    def _probe_first_child(self, run: RunSpec) -> dict[str, Any] | None:
+        """The probe in the child that will train `run`: its environment (None if stopped first); SpecError if
+        the spec is bad. On the CPU the child then waits for `run` as its standby; elsewhere it exits."""
+        child = self._launch(run, probe=True)
+        self._track(child.process)
+        try:
+            environment = _probe_environment(
+                _probe_answer(child.process, child.events, child.log_path, self._stop.is_set)
+            )
+        except BaseException:
+            _end_process(child.process)
+            raise
+        finally:
+            self._track(None)
+        if environment is None or self._stop.is_set():
+            _end_process(child.process)
+        elif str(environment.get("device_description", "")).startswith("cpu"):
             with self._lock:
-                self._standby = standby
+                self._standby = child
+        else:  # a GPU after all: the child exits after its answer; the first run gets a fresh one
+            child.release()
+            _reap(child.process)
+        return environment
 
     def _on_cpu(self) -> bool:
         """The runs train on the CPU (as the probe found), so a finished child's memory is no other's concern."""
@@ -318,9 +412,13 @@ class SweepRunner:
         if child is not None:
             _end_process(child.process)
 
-    def _launch(self, run: RunSpec) -> _RunChild:
-        """Start the child for `run`; a child whose entry is run_main then waits for `request`."""
-        log_path = self._log_dir / f"run_{run.index:03d}.log"
+    def _log_path(self, run: RunSpec) -> Path:
+        return self._log_dir / f"run_{run.index:03d}.log"
+
+    def _launch(self, run: RunSpec, probe: bool = False) -> _RunChild:
+        """Start the child for `run`; a child whose entry is run_main then waits for `request`. With `probe`,
+        the child first answers as the probe (probe_run_main), then waits for `request` likewise."""
+        log_path = self._log_path(run)
         receiver, sender = self._ctx.Pipe(duplex=False)
         child_stop = self._ctx.Event()
         target, args = self._child_entry(run)
@@ -329,6 +427,8 @@ class SweepRunner:
         if target is run_main:
             go_receiver, go_sender = self._ctx.Pipe(duplex=False)
             extra = (go_receiver, time.time())  # launched_at: the child's process start is timed from here
+        if probe:
+            target, args, extra = probe_run_main, (self.spec.to_dict(), *args), (*extra, self._probe_data)
         process = self._ctx.Process(
             target=target,
             args=(*args, sender, child_stop, str(log_path), self.niceness, *extra),
@@ -339,12 +439,19 @@ class SweepRunner:
         sender.close()  # the child holds the only write end, so its death shows as EOF here
         if go_receiver is not None:
             go_receiver.close()
-        return _RunChild(run, process, receiver, go_sender, child_stop, log_path)
+        return _RunChild(run, process, receiver, go_sender, child_stop, log_path, PROBE if probe else STANDBY)
 
-    def _finish(self, child: _RunChild, sink: Sink) -> str:
-        """Forward the child's events until its run ends or it dies; the run's status."""
+    def _finish(self, child: _RunChild, sink: Sink, keep: bool = False) -> str:
+        """Forward the child's events until its run ends or it dies; the run's status. With `keep`, a child
+        whose run ended ok is kept (idle) for the next run instead of being let go."""
         run, log_path = child.run, child.log_path
         ended = self._pump(child.events, child.process, child.stop, sink)
+        if ended is not None and keep and ended["status"] == "ok" and not self._stop.is_set():
+            with self._lock:
+                self._child_stop, self._child = None, None
+                self._idle = child
+            return "ok"
+        child.release()  # a child kept for reuse waits on it after a run that ended ok: now it exits
         if ended is not None and self._on_cpu():
             # Its run is over and recorded: on a CPU the next run need not wait for this process to tear
             # TensorFlow down (memory figures are per process). On a GPU it must: its memory is still held.
@@ -428,6 +535,21 @@ def _probe(
         track(child)
     start_child(child)
     sender.close()
+    try:
+        message = _probe_answer(child, receiver, log_path, should_stop)
+    finally:
+        child.join(timeout=STOP_GRACE_SECONDS)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        if track is not None:
+            track(None)
+    return _probe_environment(message)
+
+
+def _probe_answer(child, receiver, log_path: Path, should_stop: Callable[[], bool]) -> dict[str, Any] | None:
+    """Wait in short slices for a probe child's answer; None if `should_stop` said so first (the child is
+    killed). SpecError if it does not answer in time or dies first."""
     deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
     try:
         while not receiver.poll(POLL_SECONDS):
@@ -437,23 +559,36 @@ def _probe(
             if time.monotonic() > deadline:
                 child.kill()
                 raise SpecError("setup", f"the training process did not answer in {PROBE_TIMEOUT_SECONDS:.0f} s")
-        message = receiver.recv()
+        return receiver.recv()
     except EOFError:
         child.join()
         if should_stop():  # killed on purpose
             return None
         raise SpecError("setup", f"could not start training: {_death_message(child.exitcode, log_path)}") from None
-    finally:
-        child.join(timeout=STOP_GRACE_SECONDS)
-        if child.is_alive():
-            child.kill()
-            child.join()
-        if track is not None:
-            track(None)
+
+
+def _probe_environment(message: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The environment of a probe's answer; SpecError for a bad spec; None for no answer (stopped)."""
+    if message is None:
+        return None
     if message["type"] == PROBE_ERROR:
         raise SpecError(message["field"], message["message"])
     assert message["type"] == PROBE_RESULT
     return message["environment"]
+
+
+def _gpu_possible(device: str) -> bool:
+    """Whether TensorFlow might train on a GPU here, judged without importing it: not when the spec says cpu or
+    CUDA_VISIBLE_DEVICES hides every GPU, nor on Linux without a GPU device node (NVIDIA, WSL, ROCm)."""
+    if device == "cpu":
+        return False
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    if platform.system() == "Linux":
+        dev = Path("/dev")
+        return any(dev.glob("nvidia[0-9]*")) or (dev / "dxg").exists() or (dev / "kfd").exists()
+    return True
 
 
 def probe_environment(device: str = "auto") -> dict[str, Any]:

@@ -129,28 +129,69 @@ def probe_main(spec_dict: dict, conn, log_path: str | None, check: bool = True, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)
     try:
+        conn.send(_probe_report(spec_dict, check, data)[0])
+    finally:
+        conn.close()
+
+
+def _probe_report(spec_dict: dict, check: bool, data=None) -> tuple[dict, Any]:
+    """The probe's answer (PROBE_RESULT with the environment, or PROBE_ERROR with the field and message)
+    and the data it loaded in full (None if it used the parent's sample or failed)."""
+    loaded = None
+    try:
         spec = SweepSpec.from_dict(spec_dict)
         _set_device_environment(spec.device)
         tf, *_ = _setup_tensorflow(spec.device)
         environment = describe_environment(tf)
         if not check:
-            conn.send({"type": PROBE_RESULT, "environment": environment})
-            return
+            return {"type": PROBE_RESULT, "environment": environment}, None
         from batchlab.core.datasets import load_spec_data, prepare_arrays
         from batchlab.core.training.workloads import build_model
 
         if data is None:
-            data = prepare_arrays(load_spec_data(spec), spec.workload, spec.samples, spec.val_samples, spec.scale)
+            data = loaded = prepare_arrays(
+                load_spec_data(spec), spec.workload, spec.samples, spec.val_samples, spec.scale
+            )
         build_model(spec.runs()[0], data)
-        conn.send({"type": PROBE_RESULT, "environment": environment})
+        return {"type": PROBE_RESULT, "environment": environment}, loaded
     except SpecError as e:
-        conn.send({"type": PROBE_ERROR, "field": e.field, "message": e.message})
+        return {"type": PROBE_ERROR, "field": e.field, "message": e.message}, None
     except Exception as e:  # the parent shows one line; the log file keeps the traceback
         import traceback
 
         traceback.print_exc()
-        conn.send({"type": PROBE_ERROR, "field": "setup", "message": f"{type(e).__name__}: {e}".splitlines()[0]})
+        return {"type": PROBE_ERROR, "field": "setup", "message": f"{type(e).__name__}: {e}".splitlines()[0]}, None
+
+
+def probe_run_main(
+    spec_dict: dict,
+    run_dict: dict,
+    conn,
+    stop_event,
+    log_path: str | None,
+    niceness: int,
+    go,
+    launched_at: float = math.nan,
+    data=None,
+) -> None:
+    """The probe (probe_main with check), then, on the CPU, the first run's child: the probe's TensorFlow
+    import is the run's, so a sweep pays one import fewer. After its answer the child waits for the request
+    for `run_dict` like a standby (run_main). On a GPU it exits after the answer: the model it built for the
+    check would stay in the allocator's pools and in the first run's memory figures."""
+    startup = StartupClock(launched_at)
+    _enter_child(niceness, log_path)
+    try:
+        with startup.phase("import"):  # the import, the environment and the spec's check: all before the run
+            message, loaded = _probe_report(spec_dict, True, data)
+        conn.send(message)
+        if message["type"] != PROBE_RESULT or not str(message["environment"]["device_description"]).startswith("cpu"):
+            return
+        _clear_session()  # the check's model: the run starts from the state a fresh process has
+        _serve(run_dict, conn, stop_event, go, startup, data=loaded)
     finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        go.close()
         conn.close()
 
 
@@ -166,15 +207,33 @@ def run_main(
     """Train one run and stream its events to the parent, `niceness` below the parent's CPU priority.
 
     With `go` (the read end of a pipe) the child first imports TensorFlow and loads the data, then
-    waits for the parent's request ({"requested_at": time.time(), "child": "fresh"|"standby"}) before
-    it builds the model and trains: started ahead of its run, it is a standby that took its start-up
+    waits for the parent's request ({"requested_at": time.time(), "child": "fresh"|"standby", "reuse": bool})
+    before it builds the model and trains: started ahead of its run, it is a standby that took its start-up
     off the sweep's critical path. None (or the pipe closed) instead of a request: exit untrained.
+    With "reuse" (the parent found the runs train on the CPU), a run that ended ok is followed by a wait
+    for the next request, which carries that run ({"run": ..., "log_path": ...}): the same process trains
+    it after keras.backend.clear_session(), with the data kept if the next run's data are the same. Any
+    other end (error, out of memory, divergence, a stop) and the child exits, so the next run is fresh.
     Every phase is timed (core/training/startup.py) and recorded with the run.
     """
     startup = StartupClock(launched_at)
     _enter_child(niceness, log_path)
+    try:
+        _serve(run_dict, conn, stop_event, go, startup)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if go is not None:
+            go.close()
+        conn.close()
+
+
+def _serve(run_dict: dict, conn, stop_event, go, startup: StartupClock, data=None) -> None:
+    """run_main's work after the child's set-up: prepare, wait for the request, train, and, if reused, the
+    next runs. `data`: the run's arrays if already loaded (by the probe)."""
     index = run_dict.get("index")
     waiting = go is not None
+    reuse = False
     try:
         # Inside the try: rebuilding the spec checks the data file again, which may be gone by now.
         run = RunSpec.from_dict(run_dict)
@@ -188,24 +247,67 @@ def run_main(
                 prepared = _setup_tensorflow(run.sweep.device)
                 from batchlab.core.training import trainer
             with startup.phase("data"):
-                return trainer, prepared, trainer.load_run_data(run)
+                return trainer, prepared, trainer.load_run_data(run) if data is None else data
 
         trainer, (tf, tf_device, nvml_index, device_name), data = _in_thread(prepare) if ahead else prepare()
-        train_run = trainer.train_run
         startup.ready()
         if waiting:
             waiting = False
-            if not _wait_for_request(go, startup):
+            request = _wait_for_request(go, startup)
+            if request is None:
                 return
-        train_run(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name, data=data, startup=startup)
+            # never on a GPU: its allocator's pools would carry one run's memory into the next run's figures
+            reuse = bool(request.get("reuse")) and tf_device is None
+        status = trainer.train_run(
+            run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name, data=data, startup=startup
+        )
+        while reuse and status == "ok":
+            request = _next_run(go)
+            if request is None:
+                return  # the sweep is over, or the next run goes elsewhere
+            index = request["run"].get("index")
+            _redirect_output(request.get("log_path"))
+            same_data = _data_key(request["run"]) == _data_key(run_dict)
+            run_dict = request["run"]
+            run = RunSpec.from_dict(run_dict)
+            startup = StartupClock.reused(request["requested_at"])
+            _clear_session()
+            if not same_data:
+                with startup.phase("data"):
+                    data = trainer.load_run_data(run)
+            status = trainer.train_run(
+                run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name, data=data, startup=startup
+            )
     except Exception as e:  # failures before training started; the sweep goes on with the next run
-        if waiting and not _wait_for_request(go, startup):
+        if waiting and _wait_for_request(go, startup) is None:
             return  # a standby that failed and was never asked for: nothing to report
         _report_setup_failure(conn, index, e)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        conn.close()
+
+
+def _data_key(run_dict: dict) -> tuple:
+    """What a run's arrays depend on (trainer.load_run_data): runs with the same key train on the same data."""
+    sweep = run_dict.get("sweep", {})
+    return tuple(sweep.get(k) for k in ("data", "workload", "samples", "val_samples", "scale"))
+
+
+def _clear_session() -> None:
+    """Forget the previous run's model, optimizer, traced functions and layer names before the next run
+    builds its own (its seed is set again in prepare_run), and free what they held."""
+    import gc
+
+    import keras
+
+    keras.backend.clear_session()
+    gc.collect()
+
+
+def _next_run(go) -> dict | None:
+    """Block until the parent hands this child its next run (the request) or lets it go (None)."""
+    try:
+        request = go.recv()
+    except (EOFError, OSError):
+        return None
+    return request if request and request.get("run") else None
 
 
 def _yield_cpu() -> None:
@@ -235,18 +337,16 @@ def _in_thread(work):
     return box["result"]
 
 
-def _wait_for_request(go, startup: StartupClock) -> bool:
-    """Block until the parent asks for the run (True) or lets this standby go (False)."""
+def _wait_for_request(go, startup: StartupClock) -> dict | None:
+    """Block until the parent asks for the run (the request) or lets this standby go (None)."""
     try:
         request = go.recv()
     except (EOFError, OSError):
-        return False
-    finally:
-        go.close()
+        return None
     if not request:
-        return False
+        return None
     startup.requested(request["requested_at"], request["child"])
-    return True
+    return request
 
 
 def lr_find_main(

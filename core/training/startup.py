@@ -17,6 +17,9 @@ from typing import Any
 
 FRESH = "fresh"  # started when its run was asked for
 STANDBY = "standby"  # started while the previous run trained (or the probe ran), then handed its run
+PROBE = "probe"  # the child that checked the spec (the probe), then took the first run (CPU only)
+REUSED = "reused"  # the process that trained the previous run (CPU only, after a run that ended ok)
+AHEAD_PHASES = ("process", "import", "data")  # what a reused child does not pay again (the data: if the same)
 PHASES = ("process", "import", "data", "model", "pipeline")  # in the order a child goes through them
 
 
@@ -44,6 +47,17 @@ class StartupClock:
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
+    @classmethod
+    def reused(cls, requested_at: float) -> StartupClock:
+        """The clock of a run handed to the child that trained the previous run: no process start and no
+        import (0 s, not paid); the data phase is timed only if this run's data had to be loaded."""
+        clock = cls(entered=time.time())
+        for name in AHEAD_PHASES:
+            clock.seconds[name] = 0.0
+        clock.requested(requested_at, REUSED)
+        clock.ready()
+        return clock
+
     def ready(self) -> None:
         self.ready_at = time.time()
 
@@ -52,8 +66,10 @@ class StartupClock:
         self.requested_at, self.kind = float(at), kind
 
     def prepared_s(self) -> float:
-        """Seconds of process start, import and data done before the request (0 for a fresh child)."""
-        if self.kind != STANDBY or not (math.isfinite(self.requested_at) and math.isfinite(self.launched_at)):
+        """Seconds of process start, import and data done before the request (0 for a fresh or reused child)."""
+        if self.kind not in (STANDBY, PROBE) or not (
+            math.isfinite(self.requested_at) and math.isfinite(self.launched_at)
+        ):
             return 0.0
         done = self.ready_at if math.isfinite(self.ready_at) else self.requested_at
         return max(0.0, min(done, self.requested_at) - self.launched_at)

@@ -68,6 +68,9 @@ CALIBRATION_PAUSE_S = 0.002  # time given to the prefetch thread to refill the b
 # Test hook, not a user setting: seconds each batch is held up in the input pipeline (a sequential
 # tf.data map that sleeps), so tests can make a pipeline that really starves the step.
 TEST_INPUT_DELAY_ENV = "BATCHLAB_TEST_INPUT_DELAY_S"
+# Test hook, not a user setting: the run with this index fails (status "error") after run_started, before its
+# first step, in a child that stays alive, so tests can check what follows a failed run.
+TEST_FAIL_RUN_ENV = "BATCHLAB_TEST_FAIL_RUN"
 
 
 def _test_input_delay() -> float:
@@ -558,8 +561,9 @@ def train_run(
     device_name: str,
     data=None,
     startup: StartupClock | None = None,
-) -> None:
-    """Train one run, emitting run_started, steps, epoch_ended and finally run_ended (also on failure).
+) -> str:
+    """Train one run, emitting run_started, steps, epoch_ended and finally run_ended (also on failure);
+    returns the run's status ("ok", "error", "oom", "diverged", "interrupted").
 
     `data`: the run's arrays if the child loaded them already (load_run_data); `startup`: the child's
     start-up clock, which times the model build and the pipeline here and goes into run_started."""
@@ -622,6 +626,8 @@ def train_run(
                 **(startup.fields() if startup is not None else {}),
             }
         )
+        if os.environ.get(TEST_FAIL_RUN_ENV) == str(run.index):
+            raise RuntimeError(f"{TEST_FAIL_RUN_ENV}={run.index}: a failure injected by a test")
         if setup.batch_plan is None:
             engine.train(planned_epochs, max_steps=planned_steps)
         else:
@@ -636,3 +642,4 @@ def train_run(
         emit(log_event("error", traceback_text(e), run=run.index))
     end["total_time"] = engine.elapsed() if engine is not None else math.nan
     hooks.on_run_end(end)
+    return end["status"]

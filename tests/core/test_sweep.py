@@ -98,7 +98,7 @@ def test_out_of_memory_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert run_sweep(spec, out) == "complete"
     record = read_run_file(out)
     assert [r.status for r in record.runs] == ["oom", "oom"]
-    assert record.runs[1].attrs["child"] == "fresh"  # never the standby started while a failing run trained
+    assert record.runs[1].attrs["child"] == "fresh"  # never the process of a failed run
     assert "OOM when allocating" in record.runs[0].message
     rows = summary_rows(record)
     assert rows[1]["status"] == "oom"
@@ -136,9 +136,9 @@ def test_a_killed_child_is_recorded_as_crashed_then_stop_interrupts_cleanly(tmp_
     assert record.status == "interrupted"
     crashed, interrupted, skipped = record.runs
     assert crashed.status == "crashed" and "SIGKILL" in crashed.message
-    # the first run's child got ready during the probe; after the crash the next run starts in a fresh
-    # process (its standby, started while the crashed run trained, is let go), and no child outlives the sweep
-    assert crashed.attrs["child"] == "standby" and interrupted.attrs["child"] == "fresh"
+    # the first run's child was the probe's (on the CPU); after the crash the next run starts in a fresh
+    # process, and no child outlives the sweep
+    assert crashed.attrs["child"] == "probe" and interrupted.attrs["child"] == "fresh"
     assert not multiprocessing.active_children()
     # a fresh child pays every start-up phase after its request, one after another, then traces in its first
     # step: together no more than the time from the request to the end of that step
