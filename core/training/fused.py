@@ -1,16 +1,19 @@
 """Fused execution (`--fused K`): K training steps per call of one tf.function, every step's loss kept.
 
-Like Keras's `steps_per_execution`, a call runs a `tf.while_loop` over K batches taken from the
-input pipeline's iterator inside the graph, so Python, the tf.function call and the host sync are
-paid once per K steps. Unlike `fit`, which then reports one mean loss per call, each iteration
-writes its batch's loss and metrics (and its batch size) into a TensorArray, and the call returns
-all K rows: the steps table still gets one row per step with that step's own loss.
+Like Keras's `steps_per_execution`, a call runs a `tf.while_loop` over K batches, so Python, the
+tf.function call and the host sync are paid once per K steps. The training arrays are held as
+tensors on the device and each step gathers its batch from them by index (the epoch's sample order
+comes from the same seeded shuffle as the one-step loop's pipeline), so no input pipeline runs
+between steps either; with `--xla` the whole call is one XLA cluster (bench/bench_step_cost.py
+measures what each of these saves). Unlike `fit`, which then reports one mean loss per call, each
+iteration writes its batch's loss and metrics (and its batch size) into a TensorArray, and the call
+returns all K rows: the steps table still gets one row per step with that step's own loss.
 
 What changes in the records, and why:
 
 - **timed per call**: one clock around each call (it ends when the K rows are on the host, which
   waits for the device). Each of its steps gets `step_time` = the call's time / its steps, which
-  includes taking the batches from the pipeline; `fetch_time` and `input_wait` are NaN (not
+  includes gathering the batches; `fetch_time` and `input_wait` are NaN (not
   measured on their own), and every step of a call has the call's end as `wall_time`. The run
   attributes `steps_per_call` and `step_timing = "per call"` say so.
 - **call boundaries**: a call never crosses an epoch end, an evaluation point (`eval_every`) or
@@ -19,8 +22,11 @@ What changes in the records, and why:
 - **the learning rate**: the optimizer's schedule reads its own step counter inside the graph, so
   every step of a call gets its own rate, as in the one-step loop.
 - **tracing**: the first call traces (its K steps are marked `traced`); later calls, including a
-  shorter last call or a short last batch, do not (the step count is a tensor, the batch shape is
-  unknown to the graph).
+  shorter last call or a short last batch, do not (the step count and batch are tensors). With XLA
+  the call is compiled for the run's batch size; an epoch's short last batch runs in the graph
+  instead (traced once, marked `traced`), as a second XLA compile would cost seconds of CPU.
+- **memory**: the training arrays are on the device for the whole run (on a GPU: samples x
+  features x 4 bytes, 16 MB for 5,000 MNIST images), which the run's memory figures include.
 """
 
 from __future__ import annotations
@@ -30,47 +36,71 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 from batchlab.core.training.evaluation import Evaluations
 from batchlab.core.training.failures import StopRequested
 from batchlab.core.training.fit_engine import FitTiming
 from batchlab.core.training.hooks import HookList, TraceWatch
-from batchlab.core.training.trainer import SYNC_EVERY_STEP, InstrumentedLoop, RunSetup
+from batchlab.core.training.trainer import SYNC_EVERY_STEP, InstrumentedLoop, RunSetup, sample_order
 
 BATCH_SIZE = "batch_size"  # the first value of each row a call returns; the others are the step's logs
 
 
 class FusedFunction:
-    """`call(iterator, n)`: n training steps in one tf.function; returns (n, 1 + len(names)) float32 rows of
-    [batch size, logs...], where `names` are the step's log names in row order (known after the first call)."""
+    """`call(order, start, n, batch)`: n training steps in one call over the training arrays, held as tensors
+    on the device; step i trains on samples order[start + i x batch : + batch]. Returns the n steps'
+    (n, 1 + len(names)) float32 rows of [batch size, logs...]; `names` are the step's log names in row
+    order (known after the first call).
 
-    def __init__(self, model: Any):
+    Without XLA the call is one graph for every batch size (traced once). With the model's jit_compile
+    (--xla) the whole call, loop, batch gathers and K train steps, is one XLA cluster, which leaves no
+    per-step executor, Python or host work. XLA compiles for one batch shape (seconds of CPU on a CPU),
+    so only the run's batch size uses it; another one (an epoch's short last batch) runs in the graph.
+    """
+
+    def __init__(self, model: Any, x, y, steps_per_call: int):
         self.names: list[str] = []
+        x_t = tf.convert_to_tensor(x)  # on the default device: the GPU when there is one
+        y_t = tf.convert_to_tensor(y)
 
-        def one_step(x, y):
-            logs = model.train_step((x, y))
+        def one_step(xb, yb):
+            logs = model.train_step((xb, yb))
             # Keras metrics are running means; reset after each step so the next step's logs are its own batch's.
-            size = tf.cast(tf.shape(x)[0], tf.float32)
+            size = tf.cast(tf.shape(xb)[0], tf.float32)
             values = tf.stack([size] + [tf.cast(logs[k], tf.float32) for k in sorted(logs)])
             for metric in model.metrics:
                 metric.reset_state()
             self.names[:] = sorted(logs)  # at trace time: the row layout
             return values
 
-        if model.jit_compile:  # XLA compiles the step; the loop and the iterator stay outside the cluster
-            one_step = tf.function(one_step, jit_compile=True)
-
-        def fused(iterator, n):
+        def fused(order, start, n, batch):
             def body(i, rows):
-                x, y, _made = iterator.get_next()
-                return i + 1, rows.write(i, one_step(x, y))
+                indices = tf.slice(order, tf.reshape(start + i * batch, [1]), tf.reshape(batch, [1]))
+                return i + 1, rows.write(i, one_step(tf.gather(x_t, indices), tf.gather(y_t, indices)))
 
-            rows = tf.TensorArray(tf.float32, size=n)
+            rows = tf.TensorArray(tf.float32, size=steps_per_call)  # a static size, as XLA needs
             # parallel_iterations=1: each step reads the weights the previous one wrote, in order
             _, rows = tf.while_loop(lambda i, _rows: i < n, body, (tf.constant(0), rows), parallel_iterations=1)
             return rows.stack()
 
-        self.call = tf.function(fused, autograph=False)
+        self._graph = tf.function(fused, autograph=False)  # batch as a tensor: one trace for every batch size
+        self._xla = tf.function(fused, autograph=False, jit_compile=True) if model.jit_compile else None
+        self._xla_batch: int | None = None  # the one batch size XLA compiles for
+
+    def call(self, order, start: int, n: int, batch: int) -> np.ndarray:
+        start_t, n_t = tf.constant(start, tf.int32), tf.constant(n, tf.int32)
+        if self._xla is not None and self._xla_batch in (None, batch):
+            self._xla_batch = batch
+            rows = self._xla(order, start_t, n_t, batch)  # a Python int: a static shape for XLA
+        else:
+            rows = self._graph(order, start_t, n_t, tf.constant(batch, tf.int32))
+        return rows.numpy()[:n]  # the host copy waits for the device
+
+    def experimental_get_tracing_count(self) -> int:
+        """Traces (and XLA compiles) so far of both functions, for hooks.TraceWatch."""
+        functions = [f for f in (self._graph, self._xla) if f is not None]
+        return sum(int(f.experimental_get_tracing_count()) for f in functions)
 
 
 class FusedLoop(InstrumentedLoop):
@@ -86,8 +116,11 @@ class FusedLoop(InstrumentedLoop):
     ):
         super().__init__(setup, hooks, should_stop, sync=SYNC_EVERY_STEP, evaluations=evaluations)
         self.steps_per_call = steps_per_call
-        self.fused = FusedFunction(setup.model)
-        self.trace = TraceWatch(self.fused.call)
+        run = setup.run
+        self.fused = FusedFunction(setup.model, setup.x_train, setup.y_train, steps_per_call)
+        # each epoch's sample order, the one the one-step loop's pipeline trains in (same shuffle, same seed)
+        self.orders = sample_order(setup.samples, run.sweep.shuffle, run.seed).batch(setup.samples)
+        self.trace = TraceWatch(self.fused)
         self.timing = FitTiming()  # tracing cost and throughput from whole calls
         hooks.hooks.insert(0, self.timing)  # first, so its run figures take precedence over step-based ones
 
@@ -107,19 +140,20 @@ class FusedLoop(InstrumentedLoop):
         step0 = epoch * per_epoch
         t_epoch0 = time.perf_counter()
         paused0 = self.paused
-        iterator = iter(self.pipeline)  # its start-up is on the epoch clock, as in the one-step loop
+        order = tf.cast(next(iter(self.orders)), tf.int32)  # on the epoch clock, as the pipeline's start is
         i = 0
         while i < per_epoch:
             if self.should_stop():
                 raise StopRequested()
             n = self._call_size(step0 + i, per_epoch - i)
             t0 = time.perf_counter()
-            rows = self.fused.call(iterator, tf.constant(n, tf.int32)).numpy()  # the host copy waits for the device
+            rows, traced = self._steps(order, i, n)  # the host copy of the rows waits for the device
             t1 = time.perf_counter()
-            traced = self.trace.traced()
             self.timing.add_call(t1 - t0, int(rows[:, 0].sum()), traced)
             self._report_call(step0 + i, epoch, rows, (t1 - t0) / n, self._clock(t1), traced)
             i += n
+            self.steps_done = step0 + i
+            self.examples_done += int(rows[:, 0].sum())
             if i < per_epoch:
                 done = step0 + i
                 if done == self.max_steps:  # the budget ends inside this epoch: no epoch row
@@ -129,6 +163,19 @@ class FusedLoop(InstrumentedLoop):
                 if self.evals is not None and self.evals.due(done) and self._evaluate_mid_epoch([]):
                     return True
         return self._finish_epoch(epoch, t_epoch0, paused0)
+
+    def _steps(self, order, first: int, n: int):
+        """Steps first..first+n-1 of the epoch as one call, or two when the last is the epoch's short batch
+        (another shape for XLA); the (n, columns) rows and whether a function traced for them."""
+        batch = self.setup.run.batch_size
+        full = min(n, (self.setup.samples - first * batch) // batch)  # steps with a whole batch
+        parts = []
+        if full:
+            parts.append(self.fused.call(order, first * batch, full, batch))
+        if full < n:  # the epoch's short last batch
+            start = (first + full) * batch
+            parts.append(self.fused.call(order, start, 1, self.setup.samples - start))
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), self.trace.traced()
 
     def _report_call(self, first: int, epoch: int, rows, step_time: float, wall: float, traced: bool) -> None:
         names = self.fused.names

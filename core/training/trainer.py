@@ -80,15 +80,21 @@ def _test_input_delay() -> float:
         return 0.0
 
 
+def sample_order(samples: int, shuffle: bool, seed: int) -> tf.data.Dataset:
+    """The sample indices in training order: 0..samples-1, or a new seeded shuffle on each iteration
+    (each epoch's `iter`), the same orders wherever this dataset is built with the same seed."""
+    indices = tf.data.Dataset.range(samples)
+    if shuffle:
+        indices = indices.shuffle(samples, seed=seed, reshuffle_each_iteration=True)
+    return indices
+
+
 def make_input_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> tf.data.Dataset:
     """Batches of (x, y, made) as fit builds them from arrays (optional per-epoch shuffle, gather, prefetch);
     `made` is the wall-clock time (s since the epoch) the pipeline finished the batch."""
     x_t = tf.convert_to_tensor(x)
     y_t = tf.convert_to_tensor(y)
-    indices = tf.data.Dataset.range(x.shape[0])
-    if shuffle:
-        indices = indices.shuffle(x.shape[0], seed=seed, reshuffle_each_iteration=True)
-    batches = indices.batch(batch_size)
+    batches = sample_order(x.shape[0], shuffle, seed).batch(batch_size)
     batches = batches.map(lambda i: (tf.gather(x_t, i), tf.gather(y_t, i)), num_parallel_calls=tf.data.AUTOTUNE)
     delay = _test_input_delay()
     if delay > 0:

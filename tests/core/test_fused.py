@@ -20,8 +20,10 @@ from batchlab.core.spec import SpecError, build_spec
 from batchlab.core.training.trainer import train_run
 
 # 100 samples at batch 16: 7 steps an epoch, the last of 4 samples; evaluations every 3 steps and a step
-# decay of the rate every epoch, so calls of 4 are cut at evaluation points and epoch ends.
+# decay of the rate every epoch, so calls of 4 are cut at evaluation points and epoch ends. Shuffled: the
+# fused calls, which gather their batches from the arrays on the device, must train in the pipeline's order.
 BASE = {"preset": "mnist-autoencoder", "samples": 100, "val_samples": 20, "epochs": 2, "batch_sizes": [16],
+        "shuffle": True,
         "eval_every": 3, "lr_rule": "linear", "lr_base_batch": 8, "lr_schedule": "step", "lr_decay_every": 1,
         "lr_decay_factor": 0.5}
 
