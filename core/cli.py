@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import sys
 import threading
@@ -249,20 +248,6 @@ def _int_option(name: str, value, default: int, low: int, high: int) -> int:
     return number
 
 
-def _margin_option(value) -> float:
-    from batchlab.core.analysis.batch_search import DEFAULT_MARGIN
-
-    if value is None:
-        return DEFAULT_MARGIN
-    try:
-        number = float(str(value).strip())
-    except ValueError:
-        number = math.nan
-    if not 0 <= number <= 0.9:
-        raise SpecError("margin", f"{value!r} is not allowed; use a fraction from 0 to 0.9, e.g. 0.1")
-    return number
-
-
 def cmd_max_batch(args: argparse.Namespace) -> int:
     from batchlab.core.analysis.batch_search import DEFAULT_START, find_max_batch
     from batchlab.core.analysis.memory_fit import fit_memory
@@ -272,6 +257,7 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
         MaxBatchError,
         describe_result,
         describe_trial,
+        parse_margin,
         parse_memory_cap,
     )
     from batchlab.core.sweep.runner import SweepRunner
@@ -283,7 +269,7 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     spec = build_spec(values)
     limit = _int_option("max", args.max, spec.samples, 1, spec.samples)
     start = _int_option("start", args.start, min(DEFAULT_START, limit), 1, limit)
-    margin = _margin_option(args.margin)
+    margin = parse_margin(args.margin)
     cap = parse_memory_cap(args.memory_cap)
     runner = SweepRunner(spec)
     print("checking data and model (starting TensorFlow)", file=sys.stderr)

@@ -499,18 +499,22 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.setup.set_devices(devices)
 
     def find_largest_batch(self) -> MaxBatchDialog | None:
-        """Tools > Find largest batch: `batchlab max-batch` for the setup's sweep, in a non-modal dialog."""
+        """Tools > Find largest batch: `batchlab max-batch` for the setup's sweep, in a non-modal dialog that
+        starts the search when its Start is clicked (after the margin and memory cap are set)."""
         if self.running or (self.max_batch_dialog is not None and self.max_batch_dialog.running):
             return None
         if not self.setup.validate():
             self.explain_invalid()
             return None
+        if self.max_batch_dialog is not None:
+            self.max_batch_dialog.close()  # one dialog at a time; one never started has nothing to stop
         dialog = MaxBatchDialog(self.setup.spec(), self)
         dialog.use_batch.connect(self.use_largest_batch)
+        dialog.blocked = lambda: "A sweep is running; start the search when it has ended." if self.running else None
+        dialog.search_started.connect(self._update_actions)
         dialog.worker.finished.connect(self._update_actions)
         self.max_batch_dialog = dialog
         dialog.show()
-        dialog.start()
         self._update_actions()
         return dialog
 

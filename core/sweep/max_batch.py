@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-from batchlab.core.analysis.batch_search import SearchResult, Trial
+from batchlab.core.analysis.batch_search import DEFAULT_MARGIN, SearchResult, Trial
 from batchlab.core.spec import RunSpec, SpecError, SweepSpec
 from batchlab.core.training.batch_probe import PROBE_ANSWER, batch_probe_main
 
@@ -66,6 +66,21 @@ def parse_memory_cap(value: str | None, available: int | None = None) -> int:
     if cap < 64 * (1 << 20):
         raise SpecError("memory_cap", f"{value!r} is under 64 MiB; TensorFlow alone needs more; use e.g. 4GiB")
     return int(cap)
+
+
+def parse_margin(value: str | float | None) -> float:
+    """The safety margin off the largest size that fitted: a fraction from 0 to 0.9; None or "" gives
+    batch_search.DEFAULT_MARGIN. SpecError names the field otherwise (the CLI's --margin, the window's field)."""
+    text = "" if value is None else str(value).strip()
+    if not text:
+        return DEFAULT_MARGIN
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not 0 <= number <= 0.9:
+        raise SpecError("margin", f"{value!r} is not allowed; use a fraction from 0 to 0.9, e.g. 0.1")
+    return number
 
 
 def _tree_rss(process: psutil.Process) -> int:

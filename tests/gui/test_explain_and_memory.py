@@ -9,10 +9,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from batchlab.core.analysis.batch_search import Trial
+from batchlab.core.analysis.batch_search import DEFAULT_MARGIN, Trial
 from batchlab.core.analysis.explain import explain_sweep
 from batchlab.core.model import SweepData
-from batchlab.core.sweep.max_batch import BatchProber, describe_result
+from batchlab.core.spec import SpecError
+from batchlab.core.sweep.max_batch import BatchProber, describe_result, parse_margin, parse_memory_cap
 from batchlab.gui.max_batch import MaxBatchWorker, with_largest_batch
 from batchlab.gui.oom_offer import micro_batches
 
@@ -58,6 +59,8 @@ def test_find_largest_batch_shows_the_verified_answer_and_puts_it_in_the_setup(m
     w = main_window
     _search_setup(w, monkeypatch, _fake_device)
     dialog = w.find_largest_batch()
+    assert not dialog.running and dialog.result is None  # it waits for Start (after the margin and the cap)
+    dialog.start_button.click()
     qtbot.waitUntil(lambda: not dialog.running and dialog.result is not None, timeout=20_000)
     result = dialog.result
     assert 0.85 * DEVICE_LIMIT <= result.batch_size <= DEVICE_LIMIT and result.verification is not None
@@ -81,6 +84,7 @@ def test_stop_ends_the_search_without_an_answer_and_the_run_waits_meanwhile(main
 
     _search_setup(w, monkeypatch, slow_device)
     dialog = w.find_largest_batch()
+    dialog.start_button.click()
     qtbot.waitUntil(lambda: dialog.status.text().startswith("Trying batch 8"), timeout=20_000)
     assert not w.actions["run"].isEnabled() and not w.actions["max_batch"].isEnabled()
     assert not w.start_sweep()  # no sweep beside the search
@@ -90,6 +94,40 @@ def test_stop_ends_the_search_without_an_answer_and_the_run_waits_meanwhile(main
     qtbot.waitUntil(lambda: w.actions["run"].isEnabled(), timeout=5_000)
     assert dialog.status.text() == "Stopped; no answer." and dialog.result is None
     assert not dialog.use_button.isEnabled()
+
+
+def test_the_search_takes_the_clis_margin_and_memory_cap_checked_as_the_cli_checks_them(
+    main_window, qtbot, monkeypatch
+):
+    w = main_window
+    _search_setup(w, monkeypatch, _fake_device)
+    dialog = w.find_largest_batch()
+    # the CLI's defaults: --margin 0.1, --memory-cap 80% of the memory available
+    assert dialog.margin_edit.text() == "0.1" and parse_margin(dialog.margin_edit.text()) == DEFAULT_MARGIN
+    assert dialog.cap_edit.text() == "80%" and dialog.settings()[1] == pytest.approx(parse_memory_cap(None), rel=0.05)
+    for edit, error, bad, parse in (
+        (dialog.margin_edit, dialog.margin_error, "1.5", parse_margin),
+        (dialog.cap_edit, dialog.cap_error, "lots", parse_memory_cap),
+    ):
+        edit.setText(bad)
+        with pytest.raises(SpecError) as cli:  # what `batchlab max-batch` says for the same value
+            parse(bad)
+        assert error.isVisibleTo(dialog) and error.text() == cli.value.message and "\n" not in error.text()
+        assert not dialog.start_button.isEnabled() and not dialog.start() and not dialog.running
+        edit.setText("")  # blank: the default again, as the CLI
+        assert not error.isVisibleTo(dialog) and dialog.start_button.isEnabled()
+    dialog.blocked = lambda: "A sweep is running."
+    assert not dialog.start() and dialog.status.text() == "A sweep is running." and not dialog.running
+    dialog.blocked = lambda: None
+    dialog.margin_edit.setText("0.25")
+    dialog.cap_edit.setText("512MiB")
+    dialog.start_button.click()
+    assert not dialog.margin_edit.isEnabled() and not dialog.cap_edit.isEnabled()  # fixed while it searches
+    qtbot.waitUntil(lambda: not dialog.running and dialog.result is not None, timeout=20_000)
+    result = dialog.result
+    assert dialog.worker.prober.cap_bytes == dialog.worker.cap_bytes == 512 << 20 and result.margin == 0.25
+    assert result.batch_size <= 0.75 * DEVICE_LIMIT and "(25% safety margin" in dialog.answer.text()
+    assert not dialog.start_button.isEnabled()  # one search per dialog
 
 
 def test_largest_batch_replaces_the_larger_sizes():
