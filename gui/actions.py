@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchlab.gui.analysis_view import PLOTS as ANALYSIS_PLOTS
-from batchlab.gui.live_plots import PLOTS
+from batchlab.gui.live_series import PLOTS
 from batchlab.gui.summary_view import METRICS
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QStyle

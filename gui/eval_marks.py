@@ -19,7 +19,7 @@ from batchlab.gui.plot_style import PLOT_COLOURS, run_pen, text_colour
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-# The x value of an evaluation for each loss-plot x axis (live_plots.LOSS_X, and "wall_time" for loss vs time)
+# The x value of an evaluation for each loss-plot x axis (live_series.LOSS_X, and "wall_time" for loss vs time)
 EVAL_X = {"step": "steps", "examples": "examples", "wall_time": "wall_time"}
 LABEL_ROWS = 3  # target labels of several runs stack in this many rows under the top of the plot
 LABEL_POINT_SIZE = 8.0  # as the legends' text

@@ -14,13 +14,26 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from batchlab.core.figures import RunningEpoch, running_epoch, running_epoch_rows
+from batchlab.core.figures import RunningEpoch
 from batchlab.core.model import RunData, SweepData
+from batchlab.gui import memory_plot
 from batchlab.gui.batch_marks import BatchMarks
 from batchlab.gui.epoch_bars import EpochBars
 from batchlab.gui.eval_marks import EvalMarks
+from batchlab.gui.live_series import (
+    BATCH_LEGEND,
+    EVAL_PLOTS,
+    LOSS_X,
+    PLOT_ORDER,
+    PLOT_TABLE,
+    PLOTS,
+    SERIES,
+    STYLE_LEGEND,
+    RunKey,
+    examples_seen,
+)
+from batchlab.gui.memory_plot import MEMORY_SERIES, RSS_BASE
 from batchlab.gui.plot_style import (
-    MIB,
     PLOT_COLOURS,
     SOURCE_LABELS,
     BatchColours,
@@ -32,74 +45,11 @@ from batchlab.gui.plot_style import (
     sync_legend,
 )
 from batchlab.gui.refresh import PlotPacer
+from batchlab.gui.running_epoch_marks import FOLLOW_STEPS, PROVISIONAL, RunningEpochMarks
 from batchlab.gui.step_envelope import StepEnvelope
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
-
-RunKey = tuple[str, int]  # (source id: "main" or "compare", run index)
-
-RSS_BASE = "rss_before_training_bytes"  # run attribute: the training child's RSS before its first step
-BASELINE_OVERHANG = 0.3  # epochs the baseline reaches past the first and last epoch's points
-
-# Colours mean the same batch size in every plot, so only the two loss plots name the batch sizes
-# in their legends; the others explain their line styles (short legends leave room for the data).
-BATCH_LEGEND = ("loss_step", "loss_time")
-
-# series id -> (plot id, x column, y column, table, symbol, pen style or None).
-# The x column "loss_x" is the loss plot's chosen axis (LOSS_X).
-SERIES = {
-    "loss_step": ("loss_step", "loss_x", "loss", "steps", None, None),
-    "loss_time": ("loss_time", "wall_time", "loss", "steps", None, None),
-    "train_loss": ("loss_epoch", "epoch", "train_loss", "epochs", "o", None),
-    "val_loss": ("loss_epoch", "epoch", "val_loss", "epochs", "t", Qt.PenStyle.DotLine),
-    "throughput": ("throughput", "epoch", "samples_per_s", "epochs", "o", None),
-    "tf_peak": ("memory", "epoch", "tf_peak_bytes", "epochs", "o", None),
-    "device_mem": ("memory", "epoch", "device_memory_bytes", "epochs", "t", Qt.PenStyle.DashDotLine),
-    "rss": ("memory", "epoch", "rss_peak_bytes", "epochs", "s", Qt.PenStyle.DotLine),
-    # run attribute, drawn across the run's epochs where host RSS is the only memory reading (a CPU)
-    "rss_base": ("memory", "epoch", RSS_BASE, "epochs", None, Qt.PenStyle.DashLine),
-}
-MEMORY_SERIES = ("tf_peak_bytes", "device_memory_bytes", "rss_peak_bytes")
-# Plots with a provisional point for the running epoch (hollow marker): plot id -> RunningEpoch field.
-# Their epoch rows only come at an epoch's end; this point moves with every refresh until then.
-PROVISIONAL = {"loss_epoch": "train_loss", "throughput": "samples_per_s"}
-# Plots that follow the running epoch's steps between epoch rows (the time split: its running bar)
-FOLLOW_STEPS = (*PROVISIONAL, "epoch_split", "memory")
-# The memory plot's provisional markers: the running epoch's peaks so far (the steps events' "memory"),
-# one per memory series with its series' symbol
-MEMORY_SYMBOLS = {"tf_peak_bytes": "o", "device_memory_bytes": "t", "rss_peak_bytes": "s"}
-RUNNING_COLUMNS = ("step", "epoch", "loss", "batch_size", "wall_time", "fetch_time", "step_time", "input_wait")
-
-PLOTS = {
-    # plot id -> title, x label, x units, y label, y units. Titles short enough for a 1024 px window
-    # (about 130 px a plot); what they leave out is on the axes. A longer one is elided, see let_title_shrink.
-    "loss_step": ("Loss vs step", "step", None, "training loss", None),
-    "loss_time": ("Loss vs time", "time since run start", "s", "training loss", None),
-    "loss_epoch": ("Loss per epoch", "epoch", None, "loss", None),
-    "epoch_split": ("Time split", "batch size", None, "mean epoch time", "s"),
-    "throughput": ("Throughput", "epoch", None, "throughput", "samples/s"),
-    "memory": ("Memory", "epoch", None, "memory", "MiB"),
-}
-# The loss plot's x axis choices: id -> (menu text, title, axis label, units)
-LOSS_X = {
-    "step": ("step", "Loss vs step", "step", None),
-    "examples": ("examples seen", "Loss vs examples", "examples seen", None),
-    "wall_time": ("wall-clock time", "Loss vs time", "time since run start", "s"),
-}
-# Grey legend entries explaining a series' line style, added once the series has data
-STYLE_LEGEND = {
-    "train_loss": "train",
-    "val_loss": "validation",
-    "tf_peak": "TensorFlow peak",
-    "device_mem": "device (nvidia-smi)",
-    "rss": "process RSS",
-    "rss_base": "before training",
-}
-PLOT_ORDER = tuple(PLOTS)
-PLOT_TABLE = {plot_id: "steps" if plot_id in ("loss_step", "loss_time") else "epochs" for plot_id in PLOTS}
-# Plots that also show evaluation points and target marks (gui/eval_marks.py), with their x axis ("loss_x": the choice)
-EVAL_PLOTS = {"loss_step": "loss_x", "loss_time": "wall_time"}
 
 
 class LivePlots(QWidget):
@@ -135,8 +85,7 @@ class LivePlots(QWidget):
         self._curves: dict[tuple[str, int, str], pg.PlotDataItem] = {}
         self._drawn: dict[tuple[str, int, str], tuple] = {}  # (source, run, plot) -> (rows, status) drawn
         self._envelopes: dict[RunKey, StepEnvelope] = {}
-        self._provisional: dict[tuple[str, int, str], pg.PlotDataItem] = {}  # (source, run, plot) -> marker
-        self._running_cache: dict[RunKey, tuple[tuple[int, int], RunningEpoch | None]] = {}
+        self.running = RunningEpochMarks(self.plots, colours)  # the running epoch's hollow markers
         self._snapshot: dict[RunKey, tuple[int, int, int]] = {}  # rows of (steps, epochs, evals) to draw
         self._phase: tuple = ()  # what the main sweep was doing at the last snapshot, and since when
         self._phase_since = 0.0
@@ -182,15 +131,13 @@ class LivePlots(QWidget):
             plot = self.plots[SERIES[key[2]][0]].getPlotItem()
             plot.removeItem(curve)
             plot.legend.removeItem(curve)
-        for key in [k for k in self._provisional if k[0] == source]:
-            self.plots[key[2]].getPlotItem().removeItem(self._provisional.pop(key))
+        self.running.remove(source)
         self._legend_named = {n for n in self._legend_named if n[1] != source}
         self.bars.remove(source)
         self.evals.remove(self.plots, source)
         self.batch_marks.remove(self.plots, source)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
         self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
-        self._running_cache = {k: v for k, v in self._running_cache.items() if k[0] != source}
         self._bars_drawn.discard(source)
         if data is None:
             self.sources.pop(source, None)
@@ -332,51 +279,27 @@ class LivePlots(QWidget):
                 continue
             if table == "steps":
                 x, y = self._step_curve(source, run, n, self.loss_x if x_col == "loss_x" else x_col)
-            elif y_col == RSS_BASE:
-                base = run.attrs.get(RSS_BASE)
-                if base is None or not base > 0 or not _rss_only(run, n):
+            elif y_col == RSS_BASE or y_col in MEMORY_SERIES:
+                line = memory_plot.baseline(run, n) if y_col == RSS_BASE else memory_plot.epoch_memory(run, y_col, n)
+                if line is None:
                     continue
-                x = np.array([1 - BASELINE_OVERHANG, n + BASELINE_OVERHANG])  # a line, even under one epoch
-                y = np.full(2, float(base) / MIB)
+                x, y = line
             else:
                 x = np.asarray(run.epochs["epoch"][:n], dtype=float) + 1
                 y = np.asarray(run.epochs[y_col][:n], dtype=float)
-                if y_col in MEMORY_SERIES:
-                    if not (y > 0).any():
-                        continue
-                    y = np.where(y > 0, y / MIB, np.nan)
             curve = self._curve(source, run, series, plot_id, symbol, style)
             curve.setData(x, y, connect="finite")
             self.set_points[plot_id] = self.set_points.get(plot_id, 0) + len(x)
             shown = True
-        if only_plot in PROVISIONAL:
-            shown = self._draw_provisional(source, run, only_plot) or shown
+        if only_plot in (*PROVISIONAL, "memory"):
+            dimmed = bool(self.selection) and (source, run.index) not in self.selection
+            shown = self.running.draw(source, run, only_plot, self._running_epoch(source, run), dimmed) or shown
         if only_plot in EVAL_PLOTS:
             shown = self._draw_evaluations(source, run, only_plot) or shown
             shown = self._draw_batch_changes(source, run, only_plot) or shown
         if only_plot == "memory":
-            shown = self._draw_memory_so_far(source, run) or shown
             self._label_memory()
         return shown or len(legend.items) != entries
-
-    def _draw_provisional(self, source: str, run: RunData, plot_id: str) -> bool:
-        """The running epoch's hollow marker from its steps so far (core.figures.running_epoch), gone at its end."""
-        key = (source, run.index, plot_id)
-        marker = self._provisional.get(key)
-        figures = self._running_epoch(source, run)
-        if figures is None:
-            if marker is None or not len(marker.xData if marker.xData is not None else ()):
-                return False
-            marker.setData([], [])
-            return True
-        if marker is None:
-            marker = self._provisional[key] = pg.PlotDataItem(symbol="o", symbolSize=8, pen=None)
-            marker.run_key = (source, run.index)
-            marker.setToolTip("running epoch, from its steps so far")
-            self.plots[plot_id].getPlotItem().addItem(marker)
-            self._style_provisional(marker, run.batch_size)
-        marker.setData([figures.epoch + 1.0], [getattr(figures, PROVISIONAL[plot_id])])
-        return True
 
     def _draw_batch_changes(self, source: str, run: RunData, plot_id: str) -> bool:
         """Triangles where a batch-size schedule changed the run's batch (gui/batch_marks.py)."""
@@ -427,64 +350,13 @@ class LivePlots(QWidget):
         self.set_points[plot_id] = self.set_points.get(plot_id, 0) + drawn
         return True
 
-    def _draw_memory_so_far(self, source: str, run: RunData) -> bool:
-        """Hollow markers at the running epoch: its memory peaks so far, as the training child last sent them."""
-        key = (source, run.index, "memory")
-        marker = self._provisional.get(key)
-        figures = self._running_epoch(source, run)
-        sample = run.memory_so_far
-        points = []
-        if figures is not None and sample.get("epoch") == figures.epoch:
-            for column, symbol in MEMORY_SYMBOLS.items():
-                value = sample.get(column)
-                if value is not None and value > 0:
-                    points.append((figures.epoch + 1.0, float(value) / MIB, symbol))
-        if not points:
-            if marker is None or not len(marker.xData if marker.xData is not None else ()):
-                return False
-            marker.setData([], [])
-            return True
-        if marker is None:
-            marker = self._provisional[key] = pg.PlotDataItem(symbolSize=8, pen=None)
-            marker.run_key = (source, run.index)
-            marker.setToolTip("running epoch: memory peak so far")
-            self.plots["memory"].getPlotItem().addItem(marker)
-            self._style_provisional(marker, run.batch_size)
-        x, y, symbols = zip(*points, strict=True)
-        marker.setData(list(x), list(y), symbol=list(symbols))
-        return True
-
     def _running_epoch(self, source: str, run: RunData) -> RunningEpoch | None:
-        """The running epoch's figures so far in the snapshot (None when no epoch is running), from its own
-        steps only (core.figures.running_epoch_rows), once per frame for the three plots that show it."""
-        if run.status != "running":
-            return None
-        n_steps, n_epochs = self._rows(source, run, "steps"), self._rows(source, run, "epochs")
-        cached = self._running_cache.get((source, run.index))
-        if cached is not None and cached[0] == (n_steps, n_epochs):
-            return cached[1]
-        figures = None
-        if n_steps:
-            start = running_epoch_rows(run.steps["epoch"][:n_steps])
-            steps = {c: run.steps[c][start:n_steps] for c in RUNNING_COLUMNS if c in run.steps.names()}
-            epochs = {c: run.epochs[c][:n_epochs] for c in ("epoch", "wall_time")}
-            figures = running_epoch(steps, epochs)
-        self._running_cache[(source, run.index)] = ((n_steps, n_epochs), figures)
-        return figures
-
-    def _style_provisional(self, marker: pg.PlotDataItem, batch_size: int) -> None:
-        """Hollow: the run's colour as outline, the plot background inside."""
-        colour = self.colours.colour(batch_size)
-        dimmed = bool(self.selection) and marker.run_key not in self.selection
-        marker.setSymbolPen(run_pen(colour, compare=False, dimmed=dimmed, highlighted=False))
-        marker.setSymbolBrush(pg.mkBrush(PLOT_COLOURS["background"]))
+        """The running epoch's figures so far in the snapshot (None when no epoch is running)."""
+        return self.running.figures(source, run, self._rows(source, run, "steps"), self._rows(source, run, "epochs"))
 
     def provisional_point(self, source: str, index: int, plot_id: str) -> tuple[float, float] | None:
-        """(x, y) of a run's provisional marker in a plot, None when it shows none (for tests)."""
-        marker = self._provisional.get((source, index, plot_id))
-        if marker is None or marker.xData is None or not len(marker.xData):
-            return None
-        return float(marker.xData[0]), float(marker.yData[0])
+        """(x, y) of a run's running-epoch marker in a plot, None when it shows none (for tests)."""
+        return self.running.point(source, index, plot_id)
 
     def _step_curve(self, source: str, run: RunData, n: int, x_axis: str) -> tuple[np.ndarray, np.ndarray]:
         """x, y of a run's loss-per-step curve from its envelope; NaN breaks at pauses on a time axis."""
@@ -538,13 +410,12 @@ class LivePlots(QWidget):
         Where each run's RSS before training is drawn, the axis spans from that baseline (the part
         that depends on the batch size shows); otherwise it starts at zero.
         """
-        sources = {SERIES[s][2] for (_src, _i, s), c in self._curves.items() if SERIES[s][0] == "memory"}
-        rss_only = bool(sources) and sources <= {"rss_peak_bytes", RSS_BASE}
-        label = "process RSS" if rss_only else "memory"
+        columns = {SERIES[s][2] for (_src, _i, s), c in self._curves.items() if SERIES[s][0] == "memory"}
+        label, from_zero = memory_plot.axis_label(columns)
         if label != self._memory_label:
             self._memory_label = label
             self.plots["memory"].getPlotItem().setLabel("left", label, units="MiB")
-        self._memory_zero.setVisible(RSS_BASE not in sources)
+        self._memory_zero.setVisible(from_zero)
 
     # ------------------------------------------------------------ status
 
@@ -609,10 +480,11 @@ class LivePlots(QWidget):
             run = self.sources.get(source).runs.get(index) if source in self.sources else None
             if run is not None:
                 self._style_curve(curve, run.batch_size)
-        for (source, index, _plot), marker in self._provisional.items():
+        for (source, index, _plot), marker in self.running.markers.items():
             run = self.sources[source].runs.get(index) if source in self.sources else None
             if run is not None:
-                self._style_provisional(marker, run.batch_size)
+                dimmed = bool(self.selection) and (source, index) not in self.selection
+                self.running.style(marker, run.batch_size, dimmed)
         for series in self._style_named:
             self._style_sample(series)
         self.bars.restyle_legend()
@@ -648,23 +520,3 @@ class LivePlots(QWidget):
             for (_s, _i, series), c in self._curves.items()
             if SERIES[series][0] == plot_id and c.xData is not None and len(c.xData)
         )
-
-
-def _rss_only(run: RunData, n: int) -> bool:
-    """True if host RSS is this run's only memory reading over its first n epochs (a CPU run)."""
-    return not any((np.asarray(run.epochs[c][:n]) > 0).any() for c in ("tf_peak_bytes", "device_memory_bytes"))
-
-
-def examples_seen(run: RunData, rows: np.ndarray) -> np.ndarray:
-    """Training examples seen by the end of each of these step rows (the last batch of an epoch may be short)."""
-    steps = run.steps
-    if run.attrs.get("batch_schedule") not in (None, "constant"):  # the batch changes: count the real ones
-        return np.cumsum(np.asarray(steps["batch_size"], dtype=np.float64))[rows]
-    step = np.asarray(steps["step"][rows], dtype=np.int64)
-    batch = run.batch_size
-    samples, per_epoch = run.attrs.get("samples"), run.steps_per_epoch
-    if not samples or not per_epoch:
-        return ((step + 1) * batch).astype(float)
-    epoch = np.asarray(steps["epoch"][rows], dtype=np.int64)
-    within = np.minimum((step - epoch * per_epoch + 1) * batch, int(samples))
-    return (epoch * int(samples) + within).astype(float)

@@ -12,7 +12,7 @@ from tests.gui.test_live_plots import _in_chunks
 
 
 def test_the_time_split_shows_the_running_epoch_so_far_from_its_own_steps_only(qapp, monkeypatch):
-    import batchlab.gui.live_plots as live_plots
+    import batchlab.gui.running_epoch_marks as running_epoch_marks
     from batchlab.gui.live_plots import LivePlots
     from batchlab.gui.plot_style import BatchColours
 
@@ -22,7 +22,7 @@ def test_the_time_split_shows_the_running_epoch_so_far_from_its_own_steps_only(q
         rows_passed.append(len(steps["step"]))
         return running_epoch(steps, epochs)
 
-    monkeypatch.setattr(live_plots, "running_epoch", counting)
+    monkeypatch.setattr(running_epoch_marks, "running_epoch", counting)
     live = LivePlots(BatchColours())
     live.show()
     data = SweepData(label="live")
