@@ -4,8 +4,9 @@
     .venv/bin/python bench/bench_gui_frame_cost.py --profile 25    # and the 25 costliest functions
 
 No training runs: a synthetic stream shaped like bench_gui_responsiveness.py's reference sweep (mnist-cnn,
-4096 samples, 6 epochs, batch sizes 32 / 128 / 512: 2 s start-up per run, step records every 0.25 s with
-the child's memory peaks, a 0.5 s validation pause at each epoch's end; about 62 s in all) is fed to a
+4096 samples, 6 epochs, batch sizes 32 / 128 / 512: 2 s start-up per run, steps +-5% around their batch
+size's mean time, step records every 0.25 s with the child's memory peaks so far, a 0.5 s validation
+pause at each epoch's end; about 70 s in all) is fed to a
 real MainWindow on a simulated clock. Every 50 ms of simulated time the events due are handed to the
 window as the sweep worker hands them, the window's refresh tick runs, and Qt paints what changed.
 The GUI thread's CPU time for the whole stream (time.thread_time: handlers, plot updates, paints)
@@ -89,10 +90,11 @@ def event_stream() -> list[tuple[float, dict]]:
             pending: list[tuple[int, float]] = []
             flushed_at = t
             for _ in range(per_epoch):
-                t += STEP_S[batch]
+                t += _step_s(step, batch)
                 pending.append((step, t))
                 step += 1
                 if t - flushed_at >= FLUSH_S:
+                    rss += (1 << 20) * (len(out) % 4 == 0)  # the peak so far grows now and then, as a real one
                     out.append((t, _steps_event(index, epoch, batch, pending, run_t0, rss)))
                     pending, flushed_at = [], t
             if pending:
@@ -142,6 +144,11 @@ def event_stream() -> list[tuple[float, dict]]:
     return out
 
 
+def _step_s(step: int, batch: int) -> float:
+    """A step's simulated duration: the batch size's mean, +-5% (real steps vary; the throughput markers move)."""
+    return STEP_S[batch] * (1 + 0.05 * math.sin(step * 0.7))
+
+
 def _loss(step: int, batch: int) -> float:
     return 2.0 * math.exp(-step / (40.0 + batch / 4)) + 0.1 + 0.02 * math.sin(step * 1.7)
 
@@ -156,7 +163,7 @@ def _steps_event(run: int, epoch: int, batch: int, rows: list[tuple[int, float]]
         epoch=[epoch] * len(rows),
         loss=[_loss(s, batch) for s, _ in rows],
         batch_size=[batch] * len(rows),
-        step_time=[STEP_S[batch] * 0.8] * len(rows),
+        step_time=[_step_s(s, batch) * 0.8 for s, _ in rows],
         input_wait=[STEP_S[batch] * 0.05] * len(rows),
         wall_time=[w - run_t0 for _, w in rows],
         memory={"epoch": epoch, "tf_peak_bytes": -1, "device_memory_bytes": -1, "rss_peak_bytes": rss},

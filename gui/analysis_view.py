@@ -19,8 +19,18 @@ import pyqtgraph as pg
 from batchlab.core.analysis.analyse import Analysis, analyse
 from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
-from batchlab.core.model import SweepData
-from batchlab.gui.plot_style import LEFT_AXIS_PX, PLOT_COLOURS, BatchColours, make_plot, run_brush, run_pen, sync_legend
+from batchlab.gui.plot_style import (
+    LEFT_AXIS_PX,
+    PLOT_COLOURS,
+    Axis,
+    BatchColours,
+    make_plot,
+    remove_items,
+    run_brush,
+    run_pen,
+    sync_legend,
+)
+from batchlab.gui.refresh import MainSweepView
 from PySide6.QtWidgets import QFrame, QGridLayout, QScrollArea, QTextBrowser, QVBoxLayout, QWidget
 
 PLOTS = {
@@ -36,7 +46,7 @@ BAND_ALPHA = 70
 FIT_WIDTH = 2.0
 
 
-class Log10Axis(pg.AxisItem):
+class Log10Axis(Axis):
     """A y axis whose values are log10 of an amount, labelled with the amounts (1, 2, 5 x a power of ten
     where the range is under two decades, else the powers of ten alone); the other steps are unlabelled."""
 
@@ -69,7 +79,7 @@ def _log10(values) -> np.ndarray:
         return np.where(v > 0, np.log10(v), np.nan)
 
 
-class AnalysisView(QWidget):
+class AnalysisView(MainSweepView):
     """Three plots against batch size (log2 x axis, log10 y axis) over the noise-scale plot (shown when a run
     measured it) and the recommendation text."""
 
@@ -82,6 +92,9 @@ class AnalysisView(QWidget):
             widget = make_plot(title, x_label, None, y_label, y_units, log2_x=plot_id != "noise")
             axis = Log10Axis(orientation="left")  # y values are log10 of the amounts
             widget.getPlotItem().setAxisItems({"left": axis})
+            # a new axis item starts without a label (pyqtgraph does not carry the old one's over); the units are
+            # in the label's text, since an SI prefix would scale the log10 values, not the amounts
+            widget.getPlotItem().setLabel("left", y_label, units=y_units)
             axis.setWidth(LEFT_AXIS_PX)
             axis.setStyle(maxTickLevel=1)
             widget.getPlotItem().getViewBox().setDefaultPadding(0.06)
@@ -110,9 +123,7 @@ class AnalysisView(QWidget):
         layout.addWidget(self.plots["noise"], 1, 0)
         layout.addWidget(self.text, 1, 1, 1, 2)
         self.grid = layout
-        self.data: SweepData | None = None
         self.analysis: Analysis | None = None
-        self._drawn: int | None = None
         self._items: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}
         self._samples: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}  # legend entries only
         self.show_text([])
@@ -120,31 +131,11 @@ class AnalysisView(QWidget):
 
     # ------------------------------------------------------------ what the window calls
 
-    def set_source(self, source: str, data: SweepData | None) -> None:
-        """The main sweep is analysed; a comparison is not (its own file's report has its analysis)."""
-        if source != "main":
-            return
-        self.data = data
-        self._drawn = None
-        self.refresh()
-
     def restyle(self) -> None:
-        self._drawn = None
-        self.refresh()
+        self.invalidate()
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        super().showEvent(event)
-        self.refresh(force=True)
-
-    def refresh(self, force: bool = True) -> None:
-        """Re-analyse and redraw when a run started or ended since the last draw; with force=False only while
-        visible (a hidden tab is drawn when it is shown)."""
-        if not force and not self.isVisible():
-            return
-        version = self.data.summary_version if self.data is not None else -1
-        if version == self._drawn:
-            return
-        self._drawn = version
+    def redraw(self) -> None:
+        """Re-analyse and redraw (MainSweepView calls it when a run started or ended, while the tab is shown)."""
         self.analysis = analyse(self.data) if self.data is not None else None
         self._draw()
 
@@ -153,11 +144,7 @@ class AnalysisView(QWidget):
     def _clear(self) -> None:
         for plot_id, widget in self.plots.items():
             plot = widget.getPlotItem()
-            for item in self._items[plot_id]:
-                plot.removeItem(item)
-                if plot.legend is not None:
-                    plot.legend.removeItem(item)
-            self._items[plot_id] = []
+            remove_items(plot, self._items[plot_id])
             for sample in self._samples[plot_id]:
                 plot.legend.removeItem(sample)
             self._samples[plot_id] = []

@@ -40,6 +40,7 @@ class EpochBars:
             plot_item.legend.addItem(self.samples[seg], seg)
         self.running_sample: pg.BarGraphItem | None = None  # added with the first running bar
         self.running: dict[tuple[str, int], tuple[float, float, float, float]] = {}  # drawn: x, compute, wait, total
+        self._shown: dict[tuple[str, str], tuple] = {}  # item key -> the values it shows (unchanged: not set again)
         self.restyle_legend()
         sync_legend(plot_item)
 
@@ -51,9 +52,14 @@ class EpochBars:
         if self.running_sample is not None:
             self.running_sample.setOpts(brush=_running_brush(grey), pen=_running_pen(grey))
 
+    def forget(self) -> None:
+        """Set every bar again at the next draw (the theme or the selection changed their look)."""
+        self._shown.clear()
+
     def remove(self, source: str) -> None:
         for key in [k for k in self.items if k[0] == source]:
             self.plot_item.removeItem(self.items.pop(key))
+            self._shown.pop(key, None)
         self.running = {k: v for k, v in self.running.items() if k[0] != source}
         if not self.running and self.running_sample is not None:
             self.plot_item.legend.removeItem(self.running_sample)
@@ -67,9 +73,14 @@ class EpochBars:
         rows: Callable[[RunData], int],
         selection: set[tuple[str, int]],
         running: dict[int, RunningEpoch] | None = None,
-    ) -> None:
+        keep_running_legend: bool = False,
+    ) -> bool:
         """Bars of this source's runs over their first rows(run) epochs (the live plots' snapshot), and
-        of the running epochs in `running` (run index -> its figures so far)."""
+        of the running epochs in `running` (run index -> its figures so far); True if any bar changed.
+
+        keep_running_legend: a run is still running (between two epochs, before its next steps), so the
+        running bar's legend entry stays: removing and re-adding it every epoch re-lays out the plot.
+        """
         runs = [r for r in data.ordered_runs() if rows(r)]
         seeds = sorted({r.seed for r in data.runs.values()}) or [0]
         n_groups = len(seeds) * max(1, len(sources))
@@ -80,7 +91,7 @@ class EpochBars:
             group = group_of_source * len(seeds) + seeds.index(run.seed)
             return float(np.log2(run.batch_size) - 0.4 + width * (group + 0.5))
 
-        self._draw_running(source, data, running or {}, x_of, width, selection)
+        changed = self._draw_running(source, data, running or {}, x_of, width, selection, keep_running_legend)
         xs, bottoms, heights, colours = [], {s: [] for s, _ in SEGMENTS}, {s: [] for s, _ in SEGMENTS}, []
         for run in runs:
             n = rows(run)
@@ -94,15 +105,18 @@ class EpochBars:
                 bottoms[seg].append(bottom)
                 heights[seg].append(value)
                 bottom += value
+        looks = _looks(source, colours, selection)
         for seg, _ in SEGMENTS:
             key = (source, seg)
             item = self.items.get(key)
             if item is None:
                 item = self.items[key] = pg.BarGraphItem(x=[], height=[], width=width)
                 self.plot_item.addItem(item)
+            if not self._differs(key, (xs, bottoms[seg], heights[seg], width, looks)):
+                continue
+            changed = True
             brushes, pens = [], []
-            for run, colour in colours:
-                dimmed = bool(selection) and (source, run.index) not in selection
+            for (_run, colour), (_name, dimmed) in zip(colours, looks, strict=True):
                 brushes.append(segment_brush(seg, colour, dimmed))
                 pens.append(run_pen(colour, compare=source == "compare", dimmed=dimmed, highlighted=False))
             item.setVisible(bool(xs))
@@ -116,8 +130,17 @@ class EpochBars:
                 brushes=brushes,
                 pens=pens,
             )
+        return changed
 
-    def _draw_running(self, source, data, running, x_of, width, selection) -> None:
+    def _differs(self, key: tuple[str, str], values: tuple) -> bool:
+        """True (and remembered) when a bar item is to show other values than it shows now."""
+        values = tuple(tuple(v) if isinstance(v, list) else v for v in values)
+        if self._shown.get(key) == values:
+            return False
+        self._shown[key] = values
+        return True
+
+    def _draw_running(self, source, data, running, x_of, width, selection, keep_legend) -> bool:
         """The running epochs' see-through bars, dashed outline: compute, input wait and the rest so far."""
         runs = [data.runs[i] for i in sorted(running) if i in data.runs]
         self.running = {k: v for k, v in self.running.items() if k[0] != source}
@@ -134,11 +157,18 @@ class EpochBars:
             colours.append((run, self.colours.colour(run.batch_size)))
             self.running[(source, run.index)] = (xs[-1], compute, wait, total)
         bottom = np.zeros(len(xs))
+        changed = False
+        looks = _looks(source, colours, selection)
         for seg, _ in SEGMENTS:
             key = (source, "running " + seg)
             item = self.items.get(key)
             if item is None and not xs:
                 continue  # made with the first running epoch, so a finished sweep has no hidden bars
+            heights = np.array(parts[seg])
+            if item is not None and not self._differs(key, (xs, tuple(bottom), parts[seg], width, looks)):
+                bottom = bottom + heights
+                continue
+            changed = True
             if item is None:
                 item = self.items[key] = pg.BarGraphItem(x=[], height=[], width=width)
                 item.setZValue(5)  # over the finished epochs' mean bar, which shows through
@@ -148,11 +178,9 @@ class EpochBars:
             if not xs:
                 continue
             brushes, pens = [], []
-            for run, colour in colours:
-                dimmed = bool(selection) and (source, run.index) not in selection
+            for (_run, colour), (_name, dimmed) in zip(colours, looks, strict=True):
                 brushes.append(_running_brush(colour if seg != "other" else QColor(OTHER_COLOUR), seg, dimmed))
                 pens.append(_running_pen(colour, dimmed))
-            heights = np.array(parts[seg])
             item.setOpts(
                 x=np.array(xs),
                 y0=bottom.copy(),
@@ -166,9 +194,17 @@ class EpochBars:
             self.running_sample = pg.BarGraphItem(x=[0], height=[1], width=1)
             self.plot_item.legend.addItem(self.running_sample, RUNNING_LEGEND)
             self.restyle_legend()
-        elif not self.running and self.running_sample is not None:  # nothing running: nothing to explain
+            changed = True
+        elif not self.running and not keep_legend and self.running_sample is not None:  # nothing to explain
             self.plot_item.legend.removeItem(self.running_sample)
             self.running_sample = None
+            changed = True
+        return changed
+
+
+def _looks(source: str, colours: list[tuple[RunData, QColor]], selection: set[tuple[str, int]]) -> tuple:
+    """(colour name, dimmed) of each run's bar: what its brush and pen are made from."""
+    return tuple((colour.name(), bool(selection) and (source, run.index) not in selection) for run, colour in colours)
 
 
 def _running_brush(colour: QColor, segment: str = "compute", dimmed: bool = False):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from batchlab.core.analysis.explain import explain_sweep
 from batchlab.core.model import SweepData
 from batchlab.core.sweep.peak import cached_peak
+from batchlab.gui.refresh import MainSweepView
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 TITLE = "Why the times and memory came out this way"
@@ -22,7 +23,7 @@ def explanation(sweep: SweepData) -> list[str]:
     return explain_sweep(sweep, peak_flops=peak)
 
 
-class ExplanationPanel(QWidget):
+class ExplanationPanel(MainSweepView):
     """Selectable text under the summary plots; `refresh(force)` recomputes when the main sweep changed."""
 
     def __init__(self, parent: QWidget | None = None):
@@ -38,31 +39,11 @@ class ExplanationPanel(QWidget):
         self.text.setMinimumHeight(48)
         layout.addWidget(self.title)
         layout.addWidget(self.text, 1)
-        self.data: SweepData | None = None
         self.paragraphs: list[str] = []
-        self._drawn: int | None = None
         self.text.setPlainText(WAITING)
 
-    def set_source(self, source: str, data: SweepData | None) -> None:
-        if source != "main":
-            return
-        self.data = data
-        self._drawn = None
-        self.refresh()
-
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        super().showEvent(event)
-        self.refresh(force=True)
-
-    def refresh(self, force: bool = True) -> None:
-        """Recompute if a run started or ended since the last time; with force=False only while visible."""
-        if not force and not self.isVisible():
-            return
+    def redraw(self) -> None:
         data = self.data
-        version = data.summary_version if data is not None else -1
-        if version == self._drawn:
-            return
-        self._drawn = version
         ended = data is not None and any(r.status not in ("pending", "running") for r in data.runs.values())
         try:
             self.paragraphs = explanation(data) if ended else []

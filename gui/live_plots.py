@@ -83,6 +83,7 @@ class LivePlots(QWidget):
         self.loss_x = "step"
         self.log_x = False
         self._curves: dict[tuple[str, int, str], pg.PlotDataItem] = {}
+        self._curve_content: dict[tuple[str, int, str], tuple] = {}  # (source, run, series) -> what it shows
         self._drawn: dict[tuple[str, int, str], tuple] = {}  # (source, run, plot) -> (rows, status) drawn
         self._envelopes: dict[RunKey, StepEnvelope] = {}
         self.running = RunningEpochMarks(self.plots, colours)  # the running epoch's hollow markers
@@ -137,6 +138,7 @@ class LivePlots(QWidget):
         self.evals.remove(self.plots, source)
         self.batch_marks.remove(self.plots, source)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] != source}
+        self._curve_content = {k: v for k, v in self._curve_content.items() if k[0] != source}
         self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
         self._bars_drawn.discard(source)
         if data is None:
@@ -248,15 +250,19 @@ class LivePlots(QWidget):
                     for run in data.ordered_runs()
                     if (figures := self._running_epoch(source, run)) is not None
                 }
-                self.bars.draw(source, data, list(self.sources), rows, self.selection, running)
+                keep = any(r.status == "running" for d in self.sources.values() for r in d.runs.values())
+                drawn = self.bars.draw(source, data, list(self.sources), rows, self.selection, running, keep)
+                runs_changed = drawn or source not in self._bars_drawn
                 self._bars_drawn.add(source)
-                runs_changed = True
             changed = changed or runs_changed
         if changed:
             item = self.plots[plot_id].getPlotItem()
             sync_legend(item)
-            # Settle the auto-range now: left to the paint, it changes the axes and costs a second paint.
-            item.getViewBox().updateAutoRange()
+            # Settle the auto-range and the view's transform now: left to the paint, they change the axes and
+            # the grid from inside it, and Qt paints the plot a second time.
+            view = item.getViewBox()
+            view.updateAutoRange()
+            view.updateMatrix()
         return changed
 
     def _draw_run(self, source: str, run: RunData, only_plot: str) -> bool:
@@ -277,8 +283,16 @@ class LivePlots(QWidget):
                 if run.status == "running" and y_col not in (*MEMORY_SERIES, RSS_BASE):
                     self._curve(source, run, series, plot_id, symbol, style)
                 continue
+            x_axis = self.loss_x if x_col == "loss_x" else x_col
+            # What the curve is to show; a plot that follows the running epoch comes here every frame, while
+            # its epoch curves change only at an epoch's end: those are not set again (a setData costs ~2 ms).
+            content = (n, x_axis, self.log_x, run.attrs.get(RSS_BASE) if y_col == RSS_BASE else None)
+            key = (source, run.index, series)
+            if key in self._curves and self._curve_content.get(key) == content:
+                continue
+            self._curve_content[key] = content
             if table == "steps":
-                x, y = self._step_curve(source, run, n, self.loss_x if x_col == "loss_x" else x_col)
+                x, y = self._step_curve(source, run, n, x_axis)
             elif y_col == RSS_BASE or y_col in MEMORY_SERIES:
                 line = memory_plot.baseline(run, n) if y_col == RSS_BASE else memory_plot.epoch_memory(run, y_col, n)
                 if line is None:
@@ -298,7 +312,7 @@ class LivePlots(QWidget):
             shown = self._draw_evaluations(source, run, only_plot) or shown
             shown = self._draw_batch_changes(source, run, only_plot) or shown
         if only_plot == "memory":
-            self._label_memory()
+            shown = self._label_memory() or shown
         return shown or len(legend.items) != entries
 
     def _draw_batch_changes(self, source: str, run: RunData, plot_id: str) -> bool:
@@ -404,18 +418,20 @@ class LivePlots(QWidget):
             self._style_curve(curve, run.batch_size)
         return curve
 
-    def _label_memory(self) -> None:
+    def _label_memory(self) -> bool:
         """On a CPU (host RSS the only reading) the axis says what it is: the whole training process's RSS.
 
         Where each run's RSS before training is drawn, the axis spans from that baseline (the part
-        that depends on the batch size shows); otherwise it starts at zero.
+        that depends on the batch size shows); otherwise it starts at zero. True if the label or anchor changed.
         """
         columns = {SERIES[s][2] for (_src, _i, s), c in self._curves.items() if SERIES[s][0] == "memory"}
         label, from_zero = memory_plot.axis_label(columns)
+        changed = label != self._memory_label or from_zero != self._memory_zero.isVisible()
         if label != self._memory_label:
             self._memory_label = label
             self.plots["memory"].getPlotItem().setLabel("left", label, units="MiB")
         self._memory_zero.setVisible(from_zero)
+        return changed
 
     # ------------------------------------------------------------ status
 
@@ -492,6 +508,7 @@ class LivePlots(QWidget):
         self.batch_marks.restyle_legend()
         self._drawn = {k: v for k, v in self._drawn.items() if k[2] not in EVAL_PLOTS}  # marks restyled as drawn
         self._bars_drawn.clear()
+        self.bars.forget()
         self.refresh()
 
     def _style_curve(self, curve: pg.PlotDataItem, batch_size: int) -> None:

@@ -7,7 +7,7 @@ import math
 import pyqtgraph as pg
 from batchlab.gui.theme import contrast_ratio, relative_luminance
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 # Colour-blind-friendly qualitative palette: Okabe-Ito, then Tableau for more batch sizes, every
@@ -168,7 +168,26 @@ def run_brush(colour: QColor, *, dimmed: bool) -> pg.QtGui.QBrush:
     return pg.mkBrush(c)
 
 
-class Log2Axis(pg.AxisItem):
+class Axis(pg.AxisItem):
+    """pyqtgraph's axis, but its label is re-rendered only when its text changes.
+
+    An axis with units re-renders its label (HTML layout and a size check) on every change of the
+    view range, to pick an SI prefix that rarely changes; on a live plot that is every frame.
+    """
+
+    _label_html: str | None = None
+
+    def _updateLabel(self) -> None:  # noqa: N802 (pyqtgraph override)
+        html = self.labelString()
+        if html == self._label_html:  # same text: the tick labels may still be rescaled
+            self.picture = None
+            self.update()
+            return
+        self._label_html = html
+        super()._updateLabel()
+
+
+class Log2Axis(Axis):
     """An x axis whose values are log2(batch size), labelled with the batch sizes themselves.
 
     Every power of two gets a tick; where the labels would touch ("64128256512" on a narrow plot),
@@ -204,7 +223,7 @@ class Log2Axis(pg.AxisItem):
         return [f"{2.0**v:g}" if abs(v) < 40 else "" for v in values]
 
 
-class IntegerAxis(pg.AxisItem):
+class IntegerAxis(Axis):
     """An x axis for counts (epochs): ticks only at whole numbers."""
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
@@ -231,6 +250,7 @@ class TickGrid(pg.GraphicsObject):
         self.plot_item = plot_item
         self.alpha = alpha
         self._ticks: dict[str, tuple] = {}  # axis name -> ((min, max, pixels), tick levels) of the last paint
+        self.antialias = False
         self.setZValue(-1000)  # behind every curve
 
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt override)
@@ -273,6 +293,9 @@ class TickGrid(pg.GraphicsObject):
     def paint(self, painter, *_args) -> None:
         if self.getViewBox() is None:
             return
+        # Horizontal and vertical hairlines: without antialiasing they land on whole pixels (as crisp), at a
+        # fraction of the cost of the antialiased ones the window's render hint would draw.
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, self.antialias)
         for alpha, lines in self.lines().items():
             colour = QColor(PLOT_COLOURS["foreground"])
             colour.setAlpha(alpha)
@@ -298,15 +321,18 @@ def make_plot(
     view and downsampled to peaks. Plots of a point per epoch or per run go without: both make
     every change of the view range recompute each curve's displayed data (2-3 ms a repaint).
     """
-    axis_items = {"bottom": Log2Axis(orientation="bottom")} if log2_x else None
-    if x_label == "epoch":
-        axis_items = {"bottom": IntegerAxis(orientation="bottom")}
+    bottom = Log2Axis if log2_x else IntegerAxis if x_label == "epoch" else Axis
+    axis_items = {"bottom": bottom(orientation="bottom"), "left": Axis(orientation="left")}
     widget = pg.PlotWidget(title=title, axisItems=axis_items)
     item = widget.getPlotItem()
     let_title_shrink(item.titleLabel)
     item.setLabel("bottom", x_label, units=x_units)
     item.setLabel("left", y_label, units=y_units)
     item.addItem(TickGrid(item), ignoreBounds=True)
+    # pyqtgraph exempts a view's child group from reporting its transform as a change of the items' bounds,
+    # but under a misspelt flag (ChildGroup sets `__inform_view_on_change`, GraphicsObject reads `..._changes`):
+    # every range change then queued a second auto-range from inside the paint, and a second repaint.
+    item.getViewBox().childGroup._GraphicsObject__inform_view_on_changes = False
     # A fixed axis width: otherwise new tick labels ("100" -> "1000") re-lay out the plot and repaint it twice.
     item.getAxis("left").setWidth(LEFT_AXIS_PX)
     if many_points:
@@ -358,6 +384,15 @@ class BelowLegend(pg.LegendItem):
         super().removeItem(item)
         if self._plot_item.legend is self:
             sync_legend(self._plot_item)
+
+
+def remove_items(plot: pg.PlotItem, items: list) -> None:
+    """Take these items out of a plot and its legend, and empty the list."""
+    for item in items:
+        plot.removeItem(item)
+        if plot.legend is not None:
+            plot.legend.removeItem(item)
+    items.clear()
 
 
 def sync_legend(item: pg.PlotItem, relayout: bool = True) -> None:

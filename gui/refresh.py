@@ -12,10 +12,14 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from batchlab.core.events import STEP_FLUSH_SECONDS
 from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QWidget
+
+if TYPE_CHECKING:
+    from batchlab.core.model import SweepData
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,61 @@ class SummaryViews:
     def refresh(self, force: bool = True) -> None:
         for view in self.views:
             view.refresh(force=force)
+
+
+class RunChangeView(QWidget):
+    """A view of whole runs (the Summary and Analysis tabs, the explanation): redrawn when a run starts or
+    ends, and only while it is shown; a hidden one catches up when it is shown (no work mid-sweep for it).
+
+    A subclass says what it draws from (`data_version`: changes when a run starts or ends, e.g. a sweep's
+    summary_version) and how it draws (`redraw`); `invalidate()` draws again now (new data, theme, selection).
+    """
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._drawn_version: object = None
+
+    def data_version(self) -> object:
+        raise NotImplementedError
+
+    def redraw(self) -> None:
+        raise NotImplementedError
+
+    def invalidate(self) -> None:
+        """What is drawn is out of date: draw it again now."""
+        self._drawn_version = None
+        self.refresh()
+
+    def refresh(self, force: bool = True) -> None:
+        """Redraw if a run started or ended since the last draw; with force=False only while visible."""
+        if not force and not self.isVisible():
+            return
+        version = self.data_version()
+        if version == self._drawn_version:
+            return
+        self._drawn_version = version
+        self.redraw()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        self.refresh(force=True)
+
+
+class MainSweepView(RunChangeView):
+    """A RunChangeView of the main sweep alone: a comparison is not drawn (its own file's report has it)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.data: SweepData | None = None
+
+    def set_source(self, source: str, data: SweepData | None) -> None:
+        if source != "main":
+            return
+        self.data = data
+        self.invalidate()
+
+    def data_version(self) -> object:
+        return self.data.summary_version if self.data is not None else -1
 
 
 class TableView(Protocol):

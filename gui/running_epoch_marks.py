@@ -66,6 +66,7 @@ class RunningEpochMarks:
             if marker is None or not len(marker.xData if marker.xData is not None else ()):
                 return False
             marker.setData([], [])
+            marker.points = []
             return True
         if marker is None:
             marker = self.markers[key] = pg.PlotDataItem(symbolSize=8, pen=None)
@@ -73,6 +74,9 @@ class RunningEpochMarks:
             marker.setToolTip(TOOLTIPS.get(plot_id, DEFAULT_TOOLTIP))
             self.plots[plot_id].getPlotItem().addItem(marker)
             self.style(marker, run.batch_size, dimmed)
+        if getattr(marker, "points", None) == points:
+            return False  # the memory peaks so far often stay the same for many frames: nothing to redraw
+        marker.points = points
         x, y, symbols = zip(*points, strict=True)
         marker.setData(list(x), list(y), symbol=list(symbols))
         return True

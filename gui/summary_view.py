@@ -23,11 +23,13 @@ from batchlab.gui.plot_style import (
     ZeroAnchor,
     lay_out_grid,
     make_plot,
+    remove_items,
     run_brush,
     run_pen,
     sync_legend,
     text_colour,
 )
+from batchlab.gui.refresh import RunChangeView
 from PySide6.QtWidgets import QWidget
 
 METRICS = {
@@ -64,7 +66,7 @@ def metric_value(run: RunData, metric: str) -> float:
     return peak / MIB if peak > 0 else math.nan
 
 
-class SummaryView(QWidget):
+class SummaryView(RunChangeView):
     """Four plots against batch size (log2 x axis); `refresh()` redraws when a run has ended."""
 
     def __init__(self, colours: BatchColours, parent: QWidget | None = None):
@@ -81,7 +83,6 @@ class SummaryView(QWidget):
         self.sources: dict[str, SweepData] = {}
         self.selection: set[tuple[str, int]] = set()
         self._items: dict[str, list[pg.GraphicsObject]] = defaultdict(list)
-        self._drawn: dict[str, int] = {}
         self.marks: list[tuple[str, str, int, str]] = []  # (metric, source, run index, label) for tests
 
     def set_source(self, source: str, data: SweepData | None) -> None:
@@ -89,38 +90,24 @@ class SummaryView(QWidget):
             self.sources.pop(source, None)
         else:
             self.sources[source] = data
-        self._drawn.clear()
-        self.refresh()
+        self.invalidate()
 
     def set_selection(self, keys: set[tuple[str, int]]) -> None:
         self.selection = set(keys)
-        self._drawn.clear()
-        self.refresh()
+        self.invalidate()
 
     def restyle(self) -> None:
-        self._drawn.clear()
-        self.refresh()
+        self.invalidate()
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        super().showEvent(event)
-        self.refresh(force=True)
+    def data_version(self) -> object:
+        return {s: d.summary_version for s, d in self.sources.items()}
 
-    def refresh(self, force: bool = True) -> None:
-        """Redraw if a run started or ended since the last draw; with force=False only while visible."""
-        if not force and not self.isVisible():
-            return  # a hidden tab is drawn when it is shown: no work on the GUI thread mid-sweep
-        versions = {s: d.summary_version for s, d in self.sources.items()}
-        if versions == self._drawn:
-            return
-        self._drawn = versions
+    def redraw(self) -> None:
+        """Every plot again from the sweeps' ended runs (RunChangeView calls it when a run started or ended)."""
         self.marks = []
         for metric, widget in self.plots.items():
             plot = widget.getPlotItem()
-            for item in self._items[metric]:
-                plot.removeItem(item)
-                if plot.legend is not None:
-                    plot.legend.removeItem(item)
-            self._items[metric] = []
+            remove_items(plot, self._items[metric])
             for source, data in self.sources.items():
                 self._draw_metric(plot, metric, source, data)
             self._widen_flat_range(plot, metric)

@@ -7,6 +7,7 @@ import pyqtgraph as pg
 import pytest
 from batchlab.core.analysis.analyse import analyse
 from batchlab.core.analysis.regimes import PLATEAU
+from batchlab.gui.analysis_view import PLOTS
 
 from tests.core.analysis_sweeps import target_sweep
 from tests.core.test_explain import synthetic_sweep
@@ -60,6 +61,10 @@ def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_wit
     # the recommendation, word for word
     text = view.text.toPlainText()
     assert all(p in " ".join(text.split()) for p in expected.recommendation)
+    # every y axis says what it counts, time to target in seconds (the log10 axis items had dropped the labels)
+    left = {plot_id: widget.getPlotItem().getAxis("left") for plot_id, widget in view.plots.items()}
+    assert {p: a.labelText for p, a in left.items()} == {p: y_label for p, (_t, y_label, _u) in PLOTS.items()}
+    assert left["time"].labelText == "time (s)" and left["time"].label.isVisible()
     # exportable like every plot
     path = main_window.export_plot("analysis_steps", str(tmp_path / "steps.svg"))
     assert path and "<svg" in open(path, encoding="utf-8").read(200)

@@ -348,3 +348,44 @@ def test_the_status_says_tensorflow_is_starting_with_the_time_it_has_taken(qapp)
     now[0] += 2.0
     assert live.status_text() == "Run 2/2 · batch 64 · starting TensorFlow / building the model… 2 s"
     live.close()
+
+
+def test_the_summary_analysis_and_explanation_redraw_when_a_run_ends_and_only_while_shown(main_window):
+    """One rule for the three views of whole runs (gui/refresh.py RunChangeView): a run starting or ending makes
+    them out of date; a hidden one is drawn when it is shown, once, and steps alone never redraw them."""
+    w = main_window
+    views = {"summary": w.summary, "explanation": w.explanation, "analysis": w.analysis}
+    redrawn = {name: 0 for name in views}
+    for name, view in views.items():
+        draw = view.redraw
+
+        def counting(name=name, draw=draw):
+            redrawn[name] += 1
+            draw()
+
+        view.redraw = counting
+    w.views.setCurrentWidget(w.live)
+    data = SweepData(label="live")
+    w._show_sweep(data, "main")  # a new source draws at once, shown or not
+    assert all(redrawn.values())
+
+    def since(before: dict) -> dict:
+        return {name: redrawn[name] - before[name] for name in views}
+
+    start = dict(redrawn)
+    events = list(sweep_events(batch_sizes=(16, 64), epochs=2))
+    first_end = next(i for i, e in enumerate(events) if e["type"] == "run_ended")
+    for event in events[: first_end + 1]:
+        data.handle(event)
+        w.refresher._summary.refresh(force=False)  # what each frame of a sweep does
+    assert since(start) == {"summary": 0, "explanation": 0, "analysis": 0}  # hidden: nothing drawn mid-sweep
+    w.views.setCurrentWidget(w.summary_splitter)  # the summary and its explanation catch up
+    assert since(start) == {"summary": 1, "explanation": 1, "analysis": 0}
+    for _ in range(3):
+        w.refresher._summary.refresh(force=False)
+    assert since(start) == {"summary": 1, "explanation": 1, "analysis": 0}  # nothing new: nothing drawn
+    w.views.setCurrentWidget(w.analysis)
+    assert since(start) == {"summary": 1, "explanation": 1, "analysis": 1}
+    data.handle(events[first_end + 1])  # the next run starts: out of date while shown, drawn on the next frame
+    w.refresher._summary.refresh(force=False)
+    assert since(start) == {"summary": 1, "explanation": 1, "analysis": 2}

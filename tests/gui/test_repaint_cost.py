@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from batchlab.core.model import SweepData
 from batchlab.gui.plot_style import TickGrid
 from batchlab.gui.runs_table import RunsModel
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
 
 from tests.gui.synthetic import sweep_events
+from tests.gui.test_live_plots import _in_chunks
 
 
 def _grids(plot_widget):
@@ -97,9 +102,9 @@ def test_a_run_starting_repaints_only_the_plots_where_it_shows(main_window):
     w.live.refresh()
     data.handle(events[second_start])  # run 1 starts; no data yet
     shown = {plot_id: w.live.update_plot(plot_id) for plot_id in w.live.plots}
-    # only the loss plots get a legend entry ("batch 64"), and the time split its running epoch's bar (it follows
-    # the running epoch from the run's start, issue 11 item 1); the other epoch plots' curves are empty
-    assert shown == {p: p in ("loss_step", "loss_time", "epoch_split") for p in w.live.plots}
+    # only the loss plots get a legend entry ("batch 64"); the epoch plots' curves are empty, and the time split
+    # has no running bar until the run's first steps (its bars are not set again when nothing in them changed)
+    assert shown == {p: p in ("loss_step", "loss_time") for p in w.live.plots}
     assert not w.live.has_pending()  # nothing left undrawn: the empty curves exist
     assert ("main", 1, "train_loss") in w.live._curves
     rest = events[second_start + 1 :]
@@ -124,3 +129,50 @@ def test_only_step_plots_pay_for_clipping_downsampling_and_range_limits(main_win
     limits = {series: curve.opts["dynamicRangeLimit"] for (_s, _i, series), curve in w.live._curves.items()}
     step_series = ("loss_step", "loss_time")
     assert limits and all((limit is not None) is (series in step_series) for series, limit in limits.items())
+
+
+class _PaintCounter(QObject):
+    """Counts the paint events of the widgets it watches, by name."""
+
+    def __init__(self, widgets: dict):
+        super().__init__()
+        self.count = Counter()
+        self._names = {}
+        for name, widget in widgets.items():
+            self._names[widget.viewport()] = name
+            widget.viewport().installEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.Paint:
+            self.count[self._names[watched]] += 1
+        return False
+
+
+def test_a_frame_paints_each_changed_plot_once_and_sets_only_the_curves_that_changed(main_window, qtbot):
+    """Per frame during an epoch: one paint per plot that changed (pyqtgraph queued a second one from inside the
+    first, after its deferred transform update), none for the others; the epoch curves are not set again while
+    only the running epoch's hollow markers move."""
+    w = main_window
+    data = SweepData(label="live")
+    w.live.set_source("main", data)
+    painted = _PaintCounter(w.live.plots)
+    events = list(_in_chunks(sweep_events(batch_sizes=(16,), epochs=2, samples=512), size=5))
+    first_epoch_end = next(i for i, e in enumerate(events) if e["type"] == "epoch_ended")
+    frames = 0
+    for event in events[: first_epoch_end + 4]:  # the first epoch, then three frames into the second
+        data.handle(event)
+        w.live.take_snapshot()
+        for _ in range(3):  # settle: whatever the frame before queued
+            QApplication.processEvents()
+        painted.count.clear()
+        changed = {plot_id: w.live.update_plot(plot_id) for plot_id in w.live.plot_ids}
+        for _ in range(3):
+            QApplication.processEvents()
+        if event["type"] != "steps" or len(data.runs[0].steps) <= 5:
+            continue  # a run's start and an epoch's end may re-lay out a plot (legend entries); frames may not
+        assert dict(painted.count) == {p: 1 for p, c in changed.items() if c}
+        if len(data.runs[0].epochs):  # within the second epoch
+            frames += 1
+            assert changed["loss_epoch"] and changed["throughput"]  # the hollow markers moved
+            assert w.live.set_points["loss_epoch"] == 0 and w.live.set_points["throughput"] == 0  # no curve set
+    assert frames == 3
