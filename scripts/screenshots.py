@@ -20,6 +20,8 @@ grabs it mid-sweep, then after it ends; then runs a 1-epoch variant (another lea
     walkthrough_targets.png  walkthrough_seeds.png   a train-to-target sweep with two seeds (run headless
                                                  with `batchlab sweep`, then opened): evaluation points and
                                                  target lines on the Live tab; the Summary's min-max bands
+    analysis.png                                 with --analysis-file FILE: the Analysis tab on that file
+                                                 (--only-analysis: this shot alone, a few seconds)
 
 Uses the offscreen Qt platform unless a display is set, and private settings in a temporary folder.
 """
@@ -70,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         "--targets-file", help="an existing train-to-target run file for the walkthrough_targets/seeds shots"
     )
     parser.add_argument("--no-targets", action="store_true", help="skip the train-to-target sweep and its shots")
+    parser.add_argument(
+        "--analysis-file",
+        help="a train-to-target run file for analysis.png, the Analysis tab (docs/analysis.md's example sweep); "
+        "without it there is no analysis.png",
+    )
+    parser.add_argument("--only-analysis", action="store_true", help="only analysis.png (with --analysis-file)")
     args = parser.parse_args(argv)
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -173,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
         window.resize(width, height)
         window.right_splitter.setSizes([int(height * 0.68), int(height * 0.22)])
         settle()
+        if args.analysis_file:
+            window.open_file(args.analysis_file)
+            window.views.setCurrentWidget(window.analysis)
+            settle()
+            save(window.analysis.grab(), "analysis.png")
+            if args.only_analysis:
+                window.close()
+                return 0
         if args.only_convergence:
             convergence_shots(window, tmp)
             window.close()
