@@ -239,3 +239,56 @@ def test_report_says_where_the_batch_changed_and_the_rate_took_over(grown, capsy
     text = capsys.readouterr().out
     assert batch_schedule_lines(sweep)[0] in text
     assert "Batch schedule (grow): runs changed their batch while training" in " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def two_phase(tmp_path_factory):
+    """One real two_phase run (one child): batch 16 on 256 samples (16 steps an epoch), validated on 64
+    every 4 steps and at epoch ends, switching to 64 after 2 evaluations in a row without a better
+    validation loss, at most 6 epochs. A rate of 0.2 makes the small validation loss stall early."""
+    spec = build_spec(
+        {"preset": "mnist-mlp", "samples": 256, "val_samples": 64, "batch_sizes": "16", "device": "cpu"}
+        | {"epochs": 6, "eval_every": 4, "optimizer": "sgd", "lr": 0.2}
+        | {"batch_schedule": "two_phase", "batch_switch_to": 64, "batch_patience": 2}
+    )
+    out = tmp_path_factory.mktemp("two_phase") / "two_phase.h5"
+    assert run_sweep(spec, out) == "complete"
+    return out, SweepData.from_file(out)
+
+
+def test_a_real_two_phase_run_switches_batch_the_epoch_after_its_recorded_validation_loss_stalls(two_phase):
+    out, sweep = two_phase
+    (run,) = sweep.ordered_runs()
+    assert run.status == "ok", run.message
+    evals, steps = run.evals, run.steps
+    # By hand from the file's own evaluation rows (every 4 steps and each epoch end, in order): the first
+    # evaluation that is the second in a row not below the best so far by more than 1e-4.
+    best, stalled, at = math.inf, 0, None
+    for k, loss in enumerate(evals["val_loss"].tolist()):
+        if loss < best - 1e-4:
+            best, stalled = loss, 0
+        else:
+            stalled += 1
+            if stalled == 2:
+                at = k
+                break
+    assert at is not None, f"the validation loss never stalled: {evals['val_loss'].tolist()}"
+    # steps taken before that evaluation, all at 16 a step: it lies in epoch (steps - 1) // 16, and the
+    # larger batch starts with the next epoch
+    switch_epoch = (int(evals["steps"][at]) - 1) // 16 + 1
+    assert switch_epoch < 6, "the stall came in the last epoch: nothing left to switch"
+    first = 16 * switch_epoch  # the first step at the larger batch
+    assert steps["batch_size"][:first].tolist() == [16] * first
+    assert steps["epoch"][first] == switch_epoch and steps["traced"][first] == 1  # the new shape retraced
+    assert set(steps["batch_size"][first:].tolist()) == {64}  # once switched, it stays (256 / 64: 4 a step)
+    assert steps["epoch"][first:].tolist() == [e for e in range(switch_epoch, 6) for _ in range(4)]
+    # the evaluation points count real steps: every 4 steps at 16, then every epoch end (4 steps at 64)
+    assert evals["examples"][-1] == steps["batch_size"].sum() == 256 * 6
+    assert (run.attrs["batch_schedule"], run.attrs["batch_switch_to"], run.attrs["batch_patience"]) == (
+        "two_phase",
+        64,
+        2,
+    )
+    assert batch_schedule_lines(sweep) == [
+        f"run 0 (batch 16, two_phase): batch 16 -> 64 at step {first} (epoch {switch_epoch})"
+    ]
