@@ -69,7 +69,13 @@ SWEEP_OPTIONS = (
     (
         "--lr-from",
         "lr_from",
-        "an lr-find run file: each batch size trains at its suggested (steepest) rate instead of --lr",
+        "an lr-find run file: each batch size trains at its suggested rate (see --lr-pick) instead of --lr",
+    ),
+    (
+        "--lr-pick",
+        "lr_pick",
+        "with --lr-from: which suggestion each batch size trains at: steepest (default: the steepest fall of "
+        "the smoothed loss) or min10 (the rate of the lowest smoothed loss / 10)",
     ),
     (
         "--lr-rule",

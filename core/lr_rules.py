@@ -194,7 +194,7 @@ def _preview(spec: Any, samples: int | None) -> dict[int, tuple[list[float], lis
     if getattr(spec, "lr_from", None):
         from batchlab.core.spec import lr_find_rates  # reads the lr-find file; spec imports this module
 
-        rates = lr_find_rates(spec.lr_from)
+        rates = lr_find_rates(spec.lr_from, getattr(spec, "lr_pick", "steepest"))
     out = {}
     for b in spec.batch_sizes:
         steps_per_epoch = math.ceil(n / b)

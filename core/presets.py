@@ -53,6 +53,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "max_batch": None,  # grow: the largest batch (then the rate decays); None = the training samples
     "batch_switch_to": None,  # two_phase: the larger batch
     "batch_patience": 2,  # two_phase: evaluations without a better validation loss before the switch
+    "lr_pick": "steepest",  # with lr_from: which suggestion of the lr-find file (steepest or min10)
 }
 
 

@@ -157,6 +157,7 @@ class SweepSpec:
     max_batch: int | None = _DEFAULTS["max_batch"]  # grow: the cap (then the rate decays); None = samples
     batch_switch_to: int | None = _DEFAULTS["batch_switch_to"]  # two_phase: the larger batch
     batch_patience: int = _DEFAULTS["batch_patience"]  # two_phase: evaluations without improvement
+    lr_pick: str = _DEFAULTS["lr_pick"]  # with lr_from: the file's steepest or min/10 suggestion
 
     @property
     def epochs(self) -> int:
@@ -229,7 +230,7 @@ class RunSpec:
     def lr(self) -> float | None:
         """This run's learning rate: with lr_from, the lr-find suggestion for its batch size; else the spec's lr."""
         if self.sweep.lr_from:
-            return lr_find_rates(self.sweep.lr_from)[self.batch_size]
+            return lr_find_rates(self.sweep.lr_from, self.sweep.lr_pick)[self.batch_size]
         return self.sweep.lr
 
     @classmethod
@@ -464,11 +465,23 @@ def parse_sync(value: Any) -> str:
     return _choice("sync", str(value).strip().replace("-", "_"), SYNC_MODES)
 
 
-def lr_find_rates(path: str) -> dict[int, float]:
-    """Suggested rate per batch size of an lr-find file (core/sweep/lr_find.py); SpecError (lr_from) if unusable."""
+def lr_find_rates(path: str, pick: str = "steepest") -> dict[int, float]:
+    """Suggested rate per batch size of an lr-find file (core/sweep/lr_find.py), by the rule `pick` (LR_PICKS);
+    SpecError (lr_from) if unusable."""
     from batchlab.core.sweep.lr_find import suggested_rates
 
-    return suggested_rates(path)
+    return suggested_rates(path, pick)
+
+
+LR_PICKS = ("steepest", "min10")  # which suggestion of an lr-find file lr_from takes (core/lr_range.py)
+
+
+def parse_lr_pick(value: Any) -> str:
+    """With lr_from: `steepest` (the steepest fall of the smoothed loss) or `min10` (the lowest loss's rate / 10)."""
+    if _blank(value):
+        return "steepest"
+    text = str(value).strip().lower().replace("/", "")
+    return _choice("lr_pick", "min10" if text in ("min", "min10", "minimum10") else text, LR_PICKS)
 
 
 def parse_lr_from(value: Any) -> str | None:
@@ -755,6 +768,7 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_batch": parse_max_batch,
     "batch_switch_to": parse_batch_switch_to,
     "batch_patience": parse_batch_patience,
+    "lr_pick": parse_lr_pick,
 }
 
 
@@ -1030,7 +1044,7 @@ def _check_lr_from(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
         )
         return
     try:
-        rates = lr_find_rates(p["lr_from"])
+        rates = lr_find_rates(p["lr_from"], p.get("lr_pick", "steepest"))
     except SpecError as e:
         errors["lr_from"] = e
         return
@@ -1039,7 +1053,8 @@ def _check_lr_from(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
         held = ", ".join(map(str, rates)) or "none"
         errors["lr_from"] = SpecError(
             "lr_from",
-            f"batch size {missing[0]} has no suggested rate in {p['lr_from']} (it has batch sizes {held}); "
+            f"batch size {missing[0]} has no {p.get('lr_pick', 'steepest')} rate in {p['lr_from']} "
+            f"(it has batch sizes {held}); "
             "run batchlab lr-find with these batch sizes or drop that batch size",
         )
 

@@ -44,6 +44,10 @@ BATCH_SCHEDULE_CHOICES = [
     ("grow", "grow: batch x factor every N epochs (Smith)"),
     ("two_phase", "two phase: larger batch once val loss stalls"),
 ]
+LR_PICK_CHOICES = [
+    ("steepest", "steepest fall of the smoothed loss"),
+    ("min10", "min/10: the lowest loss's rate / 10"),
+]
 BATCH_FIELDS = ("batch_schedule", "batch_growth_factor", "batch_growth_every", "max_batch", "batch_switch_to")
 BATCH_FIELDS += ("batch_patience",)
 # Fields shown beside another field's editor: their (rare) errors are shown under that field.
@@ -142,6 +146,13 @@ class ConvergenceFields:
         )
         self.range_test_button.clicked.connect(self.open_range_test)
         self._row(form, "lr_from", "Rates from", self.lr_from, browse)
+        self.lr_pick = self._choice_row(
+            form,
+            "lr_pick",
+            "Rate picked",
+            LR_PICK_CHOICES,
+            "Which suggestion of the range test each batch size trains at (docs/learning-rates.md)",
+        )
         form.addRow("", self.range_test_button)
         self.range_dialog = None
         self.preview = LrPreview(self.spec)
@@ -200,6 +211,7 @@ class ConvergenceFields:
             "eval_every": self.eval_every.text(),
             "keep_training": self.keep_training.isChecked() and a("keep_training"),
             "lr_from": self.lr_from.text() if a("lr_from") else "",
+            "lr_pick": self.lr_pick.currentData() if a("lr_pick") else None,
             "lr_rule": self.lr_rule.currentData() if a("lr_rule") else "constant",
             "lr_base_batch": self.lr_base_batch.text() if a("lr_base_batch") else None,
             "warmup": self.warmup.text() if a("warmup") else "0",
@@ -224,6 +236,7 @@ class ConvergenceFields:
             "weight_decay": optimizer in WEIGHT_DECAY_OPTIMIZERS,
             "keep_training": bool(self.target_metric.currentData()),
             "lr_from": builds,
+            "lr_pick": builds and bool(self.lr_from.text().strip()),
             "lr_rule": builds,
             "lr_schedule": builds,
             "lr_base_batch": builds and rule != "constant",
@@ -273,6 +286,7 @@ class ConvergenceFields:
             "lr_decay_factor": "for the step and plateau schedules",
             "lr_decay_every": "for the step schedule",
             "lr_patience": "for the plateau schedule",
+            "lr_pick": "with a Rates from file only",
         }
         for field in ("lr_from", "lr_rule", "lr_schedule"):
             disabled_because[field] = "the model file's optimizer keeps its own learning rate"
@@ -293,7 +307,7 @@ class ConvergenceFields:
         form.labelForField(holder).setText(self._labels["epochs"])
         self.convergence.summary.setText(self.convergence_summary(values))
         section = ("target", "eval_every", "keep_training", "lr_rule", "lr_base_batch", "warmup", "lr_schedule")
-        section += ("lr_decay_factor", "lr_decay_every", "lr_patience", "lr_from", *BATCH_FIELDS)
+        section += ("lr_decay_factor", "lr_decay_every", "lr_patience", "lr_from", "lr_pick", *BATCH_FIELDS)
         if any(f in errors for f in section) and not self.convergence.expanded:
             self.convergence.set_expanded(True)
 
@@ -344,7 +358,8 @@ class ConvergenceFields:
         if values["eval_every"].strip():
             parts.append(f"evaluated every {values['eval_every'].strip()} steps")
         if values["lr_from"]:
-            parts.append(f"rates from {Path(values['lr_from'].strip()).name}")
+            pick = " (min/10)" if values.get("lr_pick") == "min10" else ""
+            parts.append(f"rates from {Path(values['lr_from'].strip()).name}{pick}")
         rule = values["lr_rule"]
         if rule != "constant":
             b0 = values["lr_base_batch"].strip() or "smallest batch"

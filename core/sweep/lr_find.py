@@ -96,8 +96,11 @@ def format_range_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def suggested_rates(path: str | os.PathLike) -> dict[int, float]:
-    """Each batch size's suggested (steepest) rate in an lr-find file; several seeds: their geometric mean.
+def suggested_rates(path: str | os.PathLike, pick: str = "steepest") -> dict[int, float]:
+    """Each batch size's suggested rate in an lr-find file; several seeds: their geometric mean.
+
+    `pick` says which suggestion: "steepest" (the steepest fall of the smoothed loss per unit of log(lr)) or
+    "min10" (the rate of the lowest smoothed loss / 10); core/lr_range.py.
 
     Raises SpecError (field lr_from) for a file that is not an lr-find file or holds no usable suggestion.
     """
@@ -111,8 +114,9 @@ def suggested_rates(path: str | os.PathLike) -> dict[int, float]:
         raise SpecError("lr_from", e.message) from None
     if record.attrs.get("mode") != LR_FIND_MODE:
         raise SpecError("lr_from", f"{path} is a sweep's run file, not an lr-find file; run batchlab lr-find first")
+    key = {"steepest": "suggested_lr", "min10": "suggested_lr_min10"}[pick]
     found: dict[int, list[float]] = {}
     for row in range_rows(record):
-        if row["status"] == "ok" and math.isfinite(row["suggested_lr"]) and row["suggested_lr"] > 0:
-            found.setdefault(row["batch_size"], []).append(row["suggested_lr"])
+        if row["status"] == "ok" and math.isfinite(row[key]) and row[key] > 0:
+            found.setdefault(row["batch_size"], []).append(row[key])
     return {b: math.exp(sum(map(math.log, v)) / len(v)) if len(v) > 1 else v[0] for b, v in sorted(found.items())}

@@ -159,3 +159,26 @@ def test_lr_from_with_a_scaling_rule_is_one_line(lr_find_file):
     path, _ = lr_find_file
     result = batchlab("sweep", *TINY_FIND, "--lr-from", path, "--lr-rule", "linear")
     assert_one_line_error(result, "lr_rule", "lr_from", "constant")
+
+
+def test_lr_pick_min10_takes_each_batch_sizes_min10_rate_from_the_file(lr_find_file):
+    """--lr-pick min10: the runs, the preview and the window's spec take the file's min/10 rates, not the
+    steepest (no training: the file's stored suggestions are the known answer)."""
+    from batchlab.core.lr_rules import sweep_preview
+    from batchlab.core.spec import build_spec, spec_errors
+
+    path, _ = lr_find_file
+    runs = read_run_file(path).runs
+    min10 = {r.batch_size: r.attrs["suggested_lr_min10"] for r in runs}
+    steepest = {r.batch_size: r.attrs["suggested_lr"] for r in runs}
+    assert suggested_rates(path, "min10") == min10 and suggested_rates(path) == steepest
+    values = {"preset": "mnist-mlp", "samples": 256, "batch_sizes": "16,64", "epochs": 1, "lr_from": str(path)}
+    picked = build_spec({**values, "lr_pick": "min/10"})
+    assert picked.lr_pick == "min10"
+    assert {r.batch_size: r.lr for r in picked.runs()} == min10
+    assert {b: rates[0] for b, rates in sweep_preview(picked).items()} == pytest.approx(min10)
+    default = build_spec(values)
+    assert default.lr_pick == "steepest" and {r.batch_size: r.lr for r in default.runs()} == steepest
+    assert "lr_pick" in spec_errors({**values, "lr_pick": "median"})
+    result = batchlab("sweep", *TINY_FIND, "--lr-from", path, "--lr-pick", "median")
+    assert_one_line_error(result, "lr_pick", "median", "steepest, min10")

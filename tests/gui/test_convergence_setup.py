@@ -95,8 +95,9 @@ def test_fields_that_do_not_apply_are_disabled_and_send_their_neutral_value(pane
     p.set_values({**MLP, "target": "val_loss=0.5", "keep_training": True})
     assert p.keep_training.isEnabled() and p.spec().keep_training is True
     # the lr-find file replaces the learning rate; "model" keeps the file's optimizer and its rate
+    assert not p.lr_pick.isEnabled()  # which suggestion to take: only with a file to take it from
     p.lr_from.setText("find.h5")
-    assert not p.lr.isEnabled()
+    assert not p.lr.isEnabled() and p.lr_pick.isEnabled()
     p.lr_from.setText("")
     p.apply_preset("keras-file")
     assert not any(p._editors[f].isEnabled() for f in ("lr_rule", "lr_schedule", "lr_from", "warmup"))
