@@ -218,7 +218,7 @@ LR_FIND_FIELDS += ("seeds", "device")
 
 
 def _add_lr_find_parser(sub) -> None:
-    from batchlab.core.lr_range import DEFAULT_LR_MAX, DEFAULT_LR_MIN, DEFAULT_LR_STEPS, STOP_FACTOR
+    from batchlab.core.lr_range import DEFAULT_LR_MAX, DEFAULT_LR_MIN, DEFAULT_LR_STEPS, STOP_FACTOR, range_defaults
 
     parser = sub.add_parser(
         "lr-find",
@@ -229,13 +229,19 @@ def _add_lr_find_parser(sub) -> None:
             parser.add_argument(option, default=None, help=help_text)
     parser.add_argument("--shuffle", dest="shuffle", action="store_true", default=None, help="shuffle the batches")
     parser.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="consecutive slices, fixed order")
-    parser.add_argument("--lr-min", default=None, help=f"first rate tried (default {DEFAULT_LR_MIN:g})")
-    parser.add_argument("--lr-max", default=None, help=f"last rate tried (default {DEFAULT_LR_MAX:g})")
+    shallue = range_defaults("shallue-mnist")
+    for option, what, default, preset_value in (
+        ("--lr-min", "first", DEFAULT_LR_MIN, shallue.lr_min),
+        ("--lr-max", "last", DEFAULT_LR_MAX, shallue.lr_max),
+    ):
+        parser.add_argument(
+            option, default=None, help=f"{what} rate tried (default {default:g}; shallue-mnist {preset_value:g})"
+        )
     parser.add_argument(
         "--lr-steps",
         default=None,
-        help=f"steps from --lr-min to --lr-max (default {DEFAULT_LR_STEPS}); the test stops early once the "
-        f"smoothed loss exceeds {STOP_FACTOR:g}x its best or is not finite",
+        help=f"steps from --lr-min to --lr-max (default {DEFAULT_LR_STEPS}; shallue-mnist {shallue.lr_steps}); the "
+        f"test stops early once the smoothed loss exceeds {STOP_FACTOR:g}x its best or is not finite",
     )
     default_out = f"{DEFAULT_OUT_DIR}/lr-find-PRESET-TIME.h5"
     parser.add_argument("--out", default=None, help=f"run file to write (default {default_out})")
@@ -503,7 +509,7 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
     }
     values["shuffle"] = args.shuffle
     spec = build_spec(values)
-    settings = parse_range_settings(args.lr_min, args.lr_max, args.lr_steps)
+    settings = parse_range_settings(args.lr_min, args.lr_max, args.lr_steps, preset=spec.preset)
     if args.out:
         out = check_run_file(args.out, overwrite=args.overwrite)
     else:

@@ -163,15 +163,23 @@ def _positive_rate(name: str, value, default: float) -> float:
     return rate
 
 
-def parse_range_settings(lr_min=None, lr_max=None, lr_steps=None) -> RangeSettings:
-    """Validated settings (None = the default); SpecError naming the field otherwise."""
+def range_defaults(preset: str | None = None) -> RangeSettings:
+    """The range lr-find tries when none is given: the preset's (core/presets.py LR_FIND_RANGES), else the defaults."""
+    from batchlab.core.presets import LR_FIND_RANGES
+
+    return RangeSettings(**{**RangeSettings().to_dict(), **LR_FIND_RANGES.get(preset or "", {})})
+
+
+def parse_range_settings(lr_min=None, lr_max=None, lr_steps=None, preset: str | None = None) -> RangeSettings:
+    """Validated settings (None = the preset's range, see `range_defaults`); SpecError naming the field otherwise."""
     from batchlab.core.spec import SpecError
 
-    low = _positive_rate("lr_min", lr_min, DEFAULT_LR_MIN)
-    high = _positive_rate("lr_max", lr_max, DEFAULT_LR_MAX)
+    defaults = range_defaults(preset)
+    low = _positive_rate("lr_min", lr_min, defaults.lr_min)
+    high = _positive_rate("lr_max", lr_max, defaults.lr_max)
     if high <= low:
         raise SpecError("lr_max", f"{high:g} is not above lr_min {low:g}; the range test needs lr_max > lr_min")
-    steps = DEFAULT_LR_STEPS
+    steps = defaults.lr_steps
     if lr_steps is not None:
         try:
             steps = int(str(lr_steps).strip())

@@ -13,13 +13,11 @@ import numpy as np
 import pyqtgraph as pg
 from batchlab.core import events as ev
 from batchlab.core.lr_range import (
-    DEFAULT_LR_MAX,
-    DEFAULT_LR_MIN,
-    DEFAULT_LR_STEPS,
     SKIP_FRACTION,
     STOP_FACTOR,
     RangeSettings,
     parse_range_settings,
+    range_defaults,
 )
 from batchlab.core.spec import SpecError, SweepSpec
 from batchlab.gui.plot_style import BatchColours, add_legend_below, sync_legend
@@ -102,10 +100,11 @@ class RangeTestDialog(QDialog):
         form.setContentsMargins(0, 0, 0, 0)
         self.fields: dict[str, QLineEdit] = {}
         self.field_errors: dict[str, QLabel] = {}
+        defaults = range_defaults(spec.preset if spec is not None else None)  # a preset may have its own
         for name, label, default in (
-            ("lr_min", "Lowest rate", f"{DEFAULT_LR_MIN:g}"),
-            ("lr_max", "Highest rate", f"{DEFAULT_LR_MAX:g}"),
-            ("lr_steps", "Steps", str(DEFAULT_LR_STEPS)),
+            ("lr_min", "Lowest rate", f"{defaults.lr_min:g}"),
+            ("lr_max", "Highest rate", f"{defaults.lr_max:g}"),
+            ("lr_steps", "Steps", str(defaults.lr_steps)),
         ):
             edit = QLineEdit()
             edit.setObjectName(name)
@@ -192,7 +191,8 @@ class RangeTestDialog(QDialog):
 
     def settings(self) -> RangeSettings:
         """The range as typed (blank: lr-find's defaults); SpecError naming the field otherwise."""
-        return parse_range_settings(*(self.fields[n].text().strip() or None for n in ("lr_min", "lr_max", "lr_steps")))
+        typed = (self.fields[n].text().strip() or None for n in ("lr_min", "lr_max", "lr_steps"))
+        return parse_range_settings(*typed, preset=self.spec.preset if self.spec is not None else None)
 
     def check_settings(self, *_args) -> bool:
         """Show lr-find's message under the field it names; Run only while the range is valid."""

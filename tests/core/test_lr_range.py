@@ -12,6 +12,7 @@ from batchlab.core.lr_range import (
     STOP_DIVERGED,
     STOP_END,
     STOP_NAN,
+    RangeSettings,
     RangeTest,
     exponential_rates,
     parse_range_settings,
@@ -112,3 +113,14 @@ def test_settings_defaults_and_one_line_errors():
         with pytest.raises(SpecError) as e:
             parse_range_settings(*args)
         assert e.value.field == field and "\n" not in str(e.value)
+
+
+def test_a_preset_may_bring_its_own_range_and_what_is_given_still_wins():
+    # shallue-mnist: 400 steps from 1e-4 to 1 (its CNN with momentum 0.9 stops learning above ~0.3 without
+    # the loss blowing up; docs/experiments.md); other presets keep lr-find's defaults
+    assert parse_range_settings(preset="shallue-mnist") == RangeSettings(1e-4, 1.0, 400)
+    assert parse_range_settings(None, "10", None, preset="shallue-mnist") == RangeSettings(1e-4, 10.0, 400)
+    assert parse_range_settings(preset="mnist-mlp") == RangeSettings()
+    with pytest.raises(SpecError) as e:  # the preset's lr_min against a typed lr_max
+        parse_range_settings(None, "1e-5", None, preset="shallue-mnist")
+    assert e.value.field == "lr_max" and "1e-05 is not above lr_min 0.0001" in str(e.value)

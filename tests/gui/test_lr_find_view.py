@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 from batchlab.core.events import make_event, now_iso
-from batchlab.core.lr_range import RangeTest, exponential_rates
+from batchlab.core.lr_range import RangeSettings, RangeTest, exponential_rates
 from batchlab.core.lr_rules import sweep_preview
 from batchlab.core.runfile.writer import RunFileWriter
 from batchlab.core.spec import build_spec
@@ -132,5 +132,11 @@ def test_the_range_test_takes_the_setup_and_checks_its_range_like_lr_find(main_w
     assert isinstance(runner, LrFindRunner) and runner.niceness == TRAINING_NICENESS
     assert runner.settings.lr_max == 0.1
     dialog.close()
+    s.apply_preset("shallue-mnist")  # a preset with its own range: shown as the blank fields' values, and used
+    shallue = s.open_range_test()
+    qtbot.addWidget(shallue)
+    assert [shallue.fields[n].placeholderText() for n in ("lr_min", "lr_max", "lr_steps")] == ["0.0001", "1", "400"]
+    assert shallue.settings() == RangeSettings(1e-4, 1.0, 400)
+    shallue.close()
     s.set_values({**SETUP, "batch_sizes": "16, 9999"})  # an invalid setup: said under its field, no dialog
     assert s.open_range_test() is None and "batch_sizes" in s.errors
