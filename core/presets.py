@@ -11,6 +11,7 @@ DEFAULT_PRESET = "mnist-autoencoder"
 POWERS_OF_TWO_8_TO_512 = (8, 16, 32, 64, 128, 256, 512)
 POWERS_OF_TWO_16_TO_1024 = (16, 32, 64, 128, 256, 512, 1024)
 POWERS_OF_FOUR_16_TO_4096 = (16, 64, 256, 1024, 4096)
+POWERS_OF_FOUR_16_TO_1024 = (16, 64, 256, 1024)
 
 # Settings every preset starts from; a preset lists only what it changes.
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -177,24 +178,28 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             name="shallue-mnist",
-            title="Steps to validation error 0.01, rate from the range test",
+            title="Steps to validation error 0.02, rate per batch size from the range test",
             description=(
-                "Shallue et al. 2018: the mnist-cnn model with SGD momentum 0.9, batch sizes 16 to 1,024, each "
-                "trained until validation error is below 0.01 (every 50 steps and at epoch ends), at most "
-                "20 epochs; run batchlab lr-find first and pass its file with --lr-from."
+                "After Shallue et al. 2018: the mnist-cnn model with SGD momentum 0.9 on 30,000 images, batch "
+                "sizes 16, 64, 256 and 1,024, each trained until validation error is below 0.02 (every 50 steps "
+                "and at epoch ends), at most 40 epochs, at the min/10 rate of an LR range test per batch size: "
+                "run batchlab lr-find --preset shallue-mnist first and pass its file with --lr-from. Their "
+                "target, 0.01, is out of this small CNN's reach here (docs/experiments.md)."
             ),
             defaults={
                 **COMMON_DEFAULTS,
                 "workload": "cnn",
-                "samples": 10000,
+                "data": "bundled-large",  # on the bundled 10,000 images this CNN levels off near 0.03 error
+                "samples": 30000,
                 "val_samples": 2000,
-                "epochs": 20,  # the most a run may train
-                "batch_sizes": POWERS_OF_TWO_16_TO_1024,
+                "epochs": 40,  # the most a run may train: batch 1,024 has 29 steps an epoch
+                "batch_sizes": POWERS_OF_FOUR_16_TO_1024,  # 32, 128, 512 a --batch-sizes away (2 cores)
                 "optimizer": "sgd",
                 "lr": 0.02,  # used only without --lr-from
+                "lr_pick": "min10",  # the steepest suggestion stopped this CNN learning with momentum 0.9
                 "momentum": 0.9,
                 "shuffle": True,
-                "target": "val_error=0.01",
+                "target": "val_error=0.02",
                 "eval_every": 50,
             },
         ),
