@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from PySide6.QtCore import QEvent, QObject
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -233,6 +235,7 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
         return changed
 
     window.live.update_plot = timed_update
+    painted = PaintCounter(window.live.plots)
     end = stream[-1][0] + 1.0
     i = 0
     start = time.thread_time()
@@ -262,7 +265,15 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
     window.worker.alive, window._worker_done = False, True
     window.refresher.timer.isActive = lambda: False
     window.close()
-    return {"total": total, "stream_s": end, "spent": spent, "changes": changes, "runs": _run_spans(stream)}
+    paints = dict(painted.count)
+    return {
+        "total": total,
+        "stream_s": end,
+        "spent": spent,
+        "changes": changes,
+        "runs": _run_spans(stream),
+        "paints": paints,
+    }
 
 
 def _run_spans(stream) -> list[tuple[float, float]]:
@@ -274,6 +285,22 @@ def _run_spans(stream) -> list[tuple[float, float]]:
         elif e["type"] == "run_ended":
             spans.append((first[e["run"]], t))
     return spans
+
+
+class PaintCounter(QObject):
+    """Counts the paint events of each live plot: a count of work that does not depend on the machine's load."""
+
+    def __init__(self, plots: dict):
+        super().__init__()
+        self.count = dict.fromkeys(plots, 0)
+        self._names = {widget.viewport(): name for name, widget in plots.items()}
+        for viewport in self._names:
+            viewport.installEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.Paint:
+            self.count[self._names[watched]] += 1
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GUI thread (median replay): {total / minutes:.2f} CPU-s per minute = {share:.1f}% of a core")
     for name, value in result["spent"].items():
         print(f"  {name:>16}: {value / minutes:6.2f} CPU-s/min ({100 * value / total:4.1f}%)")
+    print(
+        f"paints of the live plots: {sum(result['paints'].values())} in all, "
+        + ", ".join(f"{k} {v}" for k, v in result["paints"].items())
+    )
     print("plot changes while a run trained (simulated s between changes): median / longest / count")
     for plot_id, times in result["changes"].items():
         gaps = [
