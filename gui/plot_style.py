@@ -333,6 +333,8 @@ def make_plot(
     # but under a misspelt flag (ChildGroup sets `__inform_view_on_change`, GraphicsObject reads `..._changes`):
     # every range change then queued a second auto-range from inside the paint, and a second repaint.
     item.getViewBox().childGroup._GraphicsObject__inform_view_on_changes = False
+    for name in ("top", "right"):  # hidden, but linked to the view they re-render their labels at every range change
+        item.getAxis(name).unlinkFromView()
     # A fixed axis width: otherwise new tick labels ("100" -> "1000") re-lay out the plot and repaint it twice.
     item.getAxis("left").setWidth(LEFT_AXIS_PX)
     if many_points:
