@@ -207,8 +207,9 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
     window.resize(1440, 900)
     window.show()
     clock = _Clock()
-    for holder in (window.refresher, window.refresher.pacer, window.live):
+    for holder in (window.refresher, window.refresher.pacer):
         holder._clock = clock
+    window.live.position.clock = clock
     window.views.setCurrentWidget(getattr(window, tab))
     for _ in range(5):
         app.processEvents()

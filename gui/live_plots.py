@@ -32,6 +32,7 @@ from batchlab.gui.live_series import (
     RunKey,
     examples_seen,
 )
+from batchlab.gui.live_status import SweepPosition
 from batchlab.gui.memory_plot import MEMORY_SERIES, RSS_BASE
 from batchlab.gui.plot_style import (
     PLOT_COLOURS,
@@ -67,7 +68,6 @@ class LivePlots(QWidget):
         super().__init__(parent)
         self.colours = colours
         self.pacer = pacer if pacer is not None else PlotPacer()  # the window passes its Refresher's
-        self._clock = clock
         self.plots: dict[str, pg.PlotWidget] = {
             plot_id: make_plot(
                 title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split", many_points=PLOT_TABLE[plot_id] == "steps"
@@ -88,8 +88,7 @@ class LivePlots(QWidget):
         self._envelopes: dict[RunKey, StepEnvelope] = {}
         self.running = RunningEpochMarks(self.plots, colours)  # the running epoch's hollow markers
         self._snapshot: dict[RunKey, tuple[int, int, int]] = {}  # rows of (steps, epochs, evals) to draw
-        self._phase: tuple = ()  # what the main sweep was doing at the last snapshot, and since when
-        self._phase_since = 0.0
+        self.position = SweepPosition(clock)  # what the main sweep was doing at the last snapshot, and since when
         self._legend_named: set[tuple[str, str, int]] = set()
         self._style_named: dict[str, pg.PlotDataItem] = {}  # series -> its grey legend sample
         self._memory_label = ""
@@ -183,9 +182,7 @@ class LivePlots(QWidget):
             for source, data in self.sources.items()
             for run in data.runs.values()
         }
-        phase = self._main_phase()
-        if phase != self._phase:
-            self._phase, self._phase_since = phase, self._clock()
+        self.position.note(self.sources.get("main"), self._main_steps)
 
     def _rows(self, source: str, run: RunData, table: str) -> int:
         steps, epochs, evals = self._snapshot.get((source, run.index), (0, 0, 0))
@@ -435,36 +432,12 @@ class LivePlots(QWidget):
 
     # ------------------------------------------------------------ status
 
-    def _main_phase(self) -> tuple:
-        """(run index, phase) of the main sweep while it runs: "starting", "first step" or "training"; () otherwise."""
-        data = self.sources.get("main")
-        if data is None or data.status != "running":
-            return ()
-        for run in data.ordered_runs():
-            if run.status == "running":
-                rows = self._snapshot.get(("main", run.index), (0, 0, 0))[0]
-                return (run.index, "training" if rows else "first step")
-        pending = [r for r in data.ordered_runs() if r.status == "pending"]
-        return (pending[0].index, "starting") if pending else ()
+    def _main_steps(self, index: int) -> int:
+        return self._snapshot.get(("main", index), (0, 0, 0))[0]
 
     def status_text(self) -> str:
         """The main sweep's position as the plots show it (run, batch, epoch, step, loss), or its start-up state."""
-        data = self.sources.get("main")
-        if not self._phase or data is None or self._phase[0] not in data.runs:
-            return ""
-        index, phase = self._phase
-        run = data.runs[index]
-        head = f"Run {index + 1}/{len(data.runs)} · batch {run.batch_size} · "
-        waited = f"{self._clock() - self._phase_since:.0f} s"
-        if phase == "starting":
-            return head + f"starting TensorFlow / building the model… {waited}"
-        if phase == "first step":
-            return head + f"first step (tracing the model)… {waited}"
-        rows = self._rows("main", run, "steps")
-        epoch = int(run.steps["epoch"][rows - 1])
-        text = head + f"epoch {epoch + 1}/{run.epochs_planned or '?'} · step {rows}"
-        loss = float(run.steps["loss"][rows - 1])
-        return text + f" · loss {loss:.4g}"
+        return self.position.text(self.sources.get("main"), self._main_steps)
 
     def _add_style_legend(self, series: str) -> None:
         if series not in STYLE_LEGEND or series in self._style_named:
