@@ -337,5 +337,5 @@ def analyse(sweep: SweepData, profile: ProfilePrediction | None = None) -> Analy
         noise_scale=_noise_scale(sweep),
     )
     if profile is not None:
-        analysis = replace(analysis, profile_check=compare_with_sweep(profile, analysis))
+        analysis = replace(analysis, profile_check=compare_with_sweep(profile, analysis, sweep.spec))
     return replace(analysis, recommendation=recommendation(analysis, sweep))

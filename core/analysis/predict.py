@@ -19,7 +19,7 @@ numpy only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from batchlab.core.analysis.critical import optimal_batch
@@ -28,6 +28,32 @@ from batchlab.core.analysis.step_time import StepTimeFit, fit_step_time
 
 PROFILE_MODE = "profile"  # root attribute `mode` of a profile's run file
 CANDIDATE_REACH = 4  # the predicted table spans powers of two from this factor below the smallest profiled batch
+# Spec fields that change what is trained: a profile predicts for a sweep only when these agree. (Batch sizes,
+# budget, target and measurement settings differ between a profile and its sweep by design.)
+TASK_FIELDS = (
+    "workload",
+    "model_file",
+    "data",
+    "samples",
+    "optimizer",
+    "lr",
+    "momentum",
+    "nesterov",
+    "weight_decay",
+    "lr_from",
+    "lr_rule",
+    "lr_base_batch",
+    "warmup",
+    "warmup_unit",
+    "lr_schedule",
+    "batch_schedule",
+    "accumulate",
+    "mixed_precision",
+    "scale",
+    "shuffle",
+    "device",
+    "loop",
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +65,7 @@ class ProfilePrediction:
     batch_sizes: tuple[int, ...]  # powers of two the table covers
     relative_time: tuple[float, ...]  # T(B) / T(B_opt), same order
     best_batch: float  # samples: B_opt = sqrt(Bcrit alpha / beta); NaN when alpha or beta is not positive
+    settings: dict = field(default_factory=dict)  # the profile's spec values of TASK_FIELDS
 
     def as_dict(self) -> dict:
         """Plain JSON values (NaN becomes None) for `batchlab report --json`."""
@@ -103,7 +130,8 @@ def predict_from_profile(sweep) -> ProfilePrediction | None:
     sizes = tuple(1 << k for k in range(int(math.log2(low)), int(math.log2(high)) + 1))
     rel = relative_time(sizes, bcrit, fit.alpha, fit.beta)
     best = optimal_batch(bcrit, fit.alpha, fit.beta)
-    return ProfilePrediction(bcrit, fit, sizes, tuple(float(v) for v in rel), best)
+    settings = {name: sweep.spec.get(name) for name in TASK_FIELDS}
+    return ProfilePrediction(bcrit, fit, sizes, tuple(float(v) for v in rel), best, settings)
 
 
 def describe_prediction(p: ProfilePrediction) -> list[str]:
@@ -148,6 +176,7 @@ class ProfileCheck:
     fitted_best: float  # samples: the minimum of the sweep's own fitted T(B) (NaN: not fitted)
     fitted_off: float  # powers of two between predicted_best and fitted_best
     fitted_bcrit: float  # samples: the sweep's fitted Bcrit; NaN when the fit gives only a bound or none
+    differences: dict = field(default_factory=dict)  # spec field -> [profile's value, sweep's value] (TASK_FIELDS)
 
     @property
     def within_one(self) -> bool | None:
@@ -155,8 +184,25 @@ class ProfileCheck:
         return None if math.isnan(self.measured_off) else bool(self.measured_off <= 1)
 
 
-def compare_with_sweep(p: ProfilePrediction, analysis) -> ProfileCheck:
-    """How far a profile's prediction was from a sweep's analysis (a core.analysis.analyse.Analysis)."""
+def task_differences(profile: dict, spec: dict) -> dict:
+    """The TASK_FIELDS on which a profile's settings and a sweep's spec disagree: field -> [profile, sweep].
+    The base batch of a rate rule counts only where both scale the rate by the same rule."""
+    out = {}
+    for name in TASK_FIELDS:
+        if name not in profile:  # a prediction made without its settings (e.g. built by hand): nothing to compare
+            continue
+        mine, theirs = profile.get(name), spec.get(name)
+        rules = (profile.get("lr_rule"), spec.get("lr_rule"))
+        if name == "lr_base_batch" and (rules[0] != rules[1] or rules[0] in ("constant", None)):
+            continue
+        if mine != theirs:
+            out[name] = [mine, theirs]
+    return out
+
+
+def compare_with_sweep(p: ProfilePrediction, analysis, spec: dict | None = None) -> ProfileCheck:
+    """How far a profile's prediction was from a sweep's analysis (a core.analysis.analyse.Analysis); `spec`,
+    the sweep's spec, to say where the profile trained something else."""
     measured = analysis.best_measured
     fit = analysis.critical
     return ProfileCheck(
@@ -167,11 +213,27 @@ def compare_with_sweep(p: ProfilePrediction, analysis) -> ProfileCheck:
         fitted_best=analysis.best_predicted,
         fitted_off=powers_of_two_apart(p.best_batch, analysis.best_predicted),
         fitted_bcrit=fit.bcrit.value if fit is not None and not fit.bcrit.bounded else math.nan,
+        differences=task_differences(p.settings, spec) if spec is not None else {},
     )
 
 
 def describe_check(check: ProfileCheck) -> str:
     """The check in words, with its numbers: the paragraph of the recommendation when a profile is given."""
+    return _check_text(check) + _differences_text(check.differences)
+
+
+def _differences_text(differences: dict) -> str:
+    if not differences:
+        return ""
+
+    def shown(value) -> str:
+        return "the default" if value is None else str(value)
+
+    parts = [f"{name} {shown(mine)} there, {shown(theirs)} here" for name, (mine, theirs) in differences.items()]
+    return f" The profile trained something else than this sweep ({'; '.join(parts)}), so this compares two tasks."
+
+
+def _check_text(check: ProfileCheck) -> str:
     head = f"Predicted before this sweep by the profile (B_simple ~ {check.predicted_bcrit:,.0f} as Bcrit)"
     if not (math.isfinite(check.predicted_best) and check.predicted_best > 0):
         return head + ": no best batch (its step-time line had no positive fixed cost and slope), so nothing to check."

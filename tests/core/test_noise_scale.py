@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -342,6 +343,14 @@ def test_a_later_sweep_says_how_far_the_prediction_was_off():
     assert check["measured_off"] == pytest.approx(math.log2(check["predicted_best"] / analysis.best_measured))
     assert check["measured_off"] > 1 and check["fitted_bcrit"] == pytest.approx(analysis.critical.bcrit.value)
     assert analysis.profile_check is None and not any("profile" in p for p in analysis.recommendation)
+    assert checked.profile_check.differences == {}  # the same task: nothing said about settings
+    # a profile of another task (another rate rule, another data size) says the check compares two tasks
+    other = replace(wrong_profile, settings={**wrong_profile.settings, "lr_rule": "sqrt", "samples": 5000})
+    text = analyse(target_sweep(), other).recommendation[2]
+    assert text.endswith(
+        "The profile trained something else than this sweep (samples 5000 there, the default here; lr_rule sqrt "
+        "there, the default here), so this compares two tasks."
+    )
 
 
 def test_a_profile_picks_three_of_the_presets_batch_sizes_that_can_be_split():
