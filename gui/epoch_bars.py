@@ -97,10 +97,10 @@ class EpochBars:
             n = rows(run)
             xs.append(x_of(run))
             colours.append((run, self.colours.colour(run.batch_size)))
-            epoch_time = float(np.nanmean(run.epochs["epoch_time"][:n]))
+            epoch_time = _mean(run.epochs["epoch_time"][:n])
             bottom = 0.0
             for seg, col in SEGMENTS:
-                value = float(np.nanmean(run.epochs[col][:n])) if col else epoch_time - bottom
+                value = _mean(run.epochs[col][:n]) if col else epoch_time - bottom
                 value = max(0.0, value) if np.isfinite(value) else 0.0
                 bottoms[seg].append(bottom)
                 heights[seg].append(value)
@@ -200,6 +200,13 @@ class EpochBars:
             self.running_sample = None
             changed = True
         return changed
+
+
+def _mean(values) -> float:
+    """Mean of the finite values; NaN (no bar part) where there are none, without numpy's empty-slice warning."""
+    values = np.asarray(values, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if len(finite) else float("nan")
 
 
 def _looks(source: str, colours: list[tuple[RunData, QColor]], selection: set[tuple[str, int]]) -> tuple:
