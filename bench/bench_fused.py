@@ -11,19 +11,22 @@ Each way is a fresh process timed from launch to exit, as a user pays it:
            batch size builds the same compiled model (batchlab.core.training.workloads.build_model,
            same seed) and calls model.fit(x, x, batch_size=b, epochs=E, shuffle=False, verbose=0)
            (bench_fit_parity.measure_fit: the same code that bench measures throughput with);
-  fused    `batchlab sweep --preset mnist-autoencoder --val-samples 0 --fused K --quiet` (a child
-           process per run, every step recorded, the run file written);
+  fused    `batchlab sweep --preset mnist-autoencoder --val-samples 0 --fused K --quiet` (every step
+           recorded, the run file written), with `--xla` added when this bench is given --xla (the
+           whole K-step call compiled by XLA);
   default  (with --with-default) the same sweep without --fused, for the side-by-side.
 
 Ways are interleaved in pairs whose order alternates over repeats, so drift and other load fall on all
-alike; the ratio is the median of the per-pair ratios, with their min-max as the spread. The loss check
+alike; the ratio is the median of the per-pair ratios, with their min-max as the spread. The CPU
+seconds of each way's processes (user + system, from getrusage) are printed beside the wall times:
+on a shared machine they are the steadier measure of the work each way does. The loss check
 compares each run's per-epoch train loss in the run file (the sample-weighted mean of its per-step
 losses) with fit's epoch loss, and checks the file has one row per step.
 
 Usage (from the repository root):
 
     .venv/bin/python bench/bench_fused.py [--fused 64] [--repeats 2] [--with-default]
-        [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
+        [--xla] [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import json
 import math
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -63,6 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fused", type=int, default=DEFAULT_FUSED, help=f"steps per call (default {DEFAULT_FUSED})")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="pairs per way (default 2)")
     p.add_argument("--with-default", action="store_true", help="also time the sweep without --fused")
+    p.add_argument("--xla", action="store_true", help="the fused sweep also with --xla (jit_compile)")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--hand-written-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -89,13 +94,19 @@ def hand_written_child(args: argparse.Namespace) -> int:
     return 0
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children and their children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_fit(args: argparse.Namespace) -> tuple[float, dict]:
     cmd = [sys.executable, __file__, "--hand-written-child", "--batch-sizes", args.batch_sizes]
     cmd += ["--epochs", str(args.epochs), "--samples", str(args.samples), "--device", args.device]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     result = subprocess.run(cmd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
-    return wall, json.loads(result.stdout.strip().splitlines()[-1])
+    return wall, {**json.loads(result.stdout.strip().splitlines()[-1]), "cpu_s": _children_cpu() - c0}
 
 
 def run_batchlab(args: argparse.Namespace, out: Path, fused: int) -> tuple[float, dict]:
@@ -105,13 +116,13 @@ def run_batchlab(args: argparse.Namespace, out: Path, fused: int) -> tuple[float
     cmd += ["--batch-sizes", args.batch_sizes, "--epochs", str(args.epochs), "--samples", str(args.samples)]
     cmd += ["--device", "cpu" if args.device == "cpu" else "gpu:0", "--out", str(out), "--overwrite", "--quiet"]
     if fused > 1:
-        cmd += ["--fused", str(fused)]
+        cmd += ["--fused", str(fused)] + (["--xla"] if args.xla else [])
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = "-1"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     record = read_run_file(out)
     runs = {}
     for run in record.runs:
@@ -125,7 +136,7 @@ def run_batchlab(args: argparse.Namespace, out: Path, fused: int) -> tuple[float
             "steps_per_call": int(run.attrs.get("steps_per_call", 1)),
             "total_time": float(run.total_time),
         }
-    return wall, {"train_s": sum(r["total_time"] for r in runs.values()), "runs": runs}
+    return wall, {"train_s": sum(r["total_time"] for r in runs.values()), "runs": runs, "cpu_s": cpu}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,10 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load:       {_uptime()}")
     print(
         f"workload:   {PRESET}, batch {args.batch_sizes}, {args.samples} samples, {args.epochs} epochs, shuffle off, "
-        f"validation off; fused = {args.fused} steps per call\n"
+        f"validation off; fused = {args.fused} steps per call{' with --xla' if args.xla else ''}\n"
     )
     walls: dict[str, list[float]] = {w: [] for w in ways}
     train: dict[str, list[float]] = {w: [] for w in ways}
+    cpu: dict[str, list[float]] = {w: [] for w in ways}
     gap, rows_ok = 0.0, True
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
@@ -156,27 +168,36 @@ def main(argv: list[str] | None = None) -> int:
                     wall, results[way] = run_batchlab(args, Path(tmp) / f"{way}.h5", args.fused if way == FUSED else 1)
                 walls[way].append(wall)
                 train[way].append(results[way]["train_s"])
+                cpu[way].append(results[way]["cpu_s"])
             for b in batch_sizes:
                 fit_losses = results[FIT]["losses"][str(b)]
                 run = results[FUSED]["runs"][b]
                 gap = max(gap, max(abs(f - m) / abs(f) for f, m in zip(fit_losses, run["losses"], strict=True)))
                 steps = math.ceil(args.samples / b) * args.epochs
                 rows_ok &= run["step_rows"] == steps and run["steps_per_call"] == args.fused
-            line = "  ".join(f"{w} {walls[w][-1]:6.1f} s (training {train[w][-1]:5.1f} s)" for w in ways)
+            line = "  ".join(
+                f"{w} {walls[w][-1]:6.1f} s (training {train[w][-1]:5.1f} s, CPU {cpu[w][-1]:5.1f} s)" for w in ways
+            )
             print(f"  repeat {r + 1}/{args.repeats} order {'/'.join(order)}: {line}", flush=True)
     print(f"\nload after: {_uptime()}\n")
-    print(f"{'way':>8} {'wall s (median)':>16} {'training s':>11} {'ratio to fit':>13} {'pairs':>11}")
+    print(
+        f"{'way':>8} {'wall s (median)':>16} {'training s':>11} {'ratio to fit':>13} {'pairs':>11} "
+        f"{'CPU s':>7} {'CPU ratio':>10}"
+    )
     for w in ways:
         pairs = [x / f for x, f in zip(walls[w], walls[FIT], strict=True)]
+        cpu_pairs = [x / f for x, f in zip(cpu[w], cpu[FIT], strict=True)]
         print(
             f"{w:>8} {statistics.median(walls[w]):>16.1f} {statistics.median(train[w]):>11.1f} "
-            f"{statistics.median(pairs):>13.3f} {min(pairs):>5.2f}-{max(pairs):<5.2f}"
+            f"{statistics.median(pairs):>13.3f} {min(pairs):>5.2f}-{max(pairs):<5.2f} "
+            f"{statistics.median(cpu[w]):>7.1f} {statistics.median(cpu_pairs):>10.3f}"
         )
     ratio = statistics.median([x / f for x, f in zip(walls[FUSED], walls[FIT], strict=True)])
     print(
         "\ntraining s: fit = time inside the hand-written sweep's fit calls (model build included); batchlab = sum "
         "of the runs' total_time (first step to run end, tracing included). wall - training = start-up: process "
-        "and TensorFlow start, data, model build (once for fit, once per run for batchlab)"
+        "and TensorFlow start, data, model build (once for fit, once per run for batchlab). CPU s: user + system "
+        "CPU seconds of the way's processes (getrusage of the children), which other load blurs less than wall time"
     )
     print(f"per-step loss records: one row per step in every fused run: {'yes' if rows_ok else 'NO'}")
     print(f"epoch train loss, fused vs fit: largest relative difference {gap:.1e}")
