@@ -76,7 +76,9 @@ class FusedFunction:
 
         def fused(order, start, n, batch):
             def body(i, rows):
-                indices = tf.slice(order, tf.reshape(start + i * batch, [1]), tf.reshape(batch, [1]))
+                # a gather, not tf.slice: XLA takes a slice's begin as a compile-time constant and would
+                # compile the call again for every start
+                indices = tf.gather(order, start + i * batch + tf.range(batch))
                 return i + 1, rows.write(i, one_step(tf.gather(x_t, indices), tf.gather(y_t, indices)))
 
             rows = tf.TensorArray(tf.float32, size=steps_per_call)  # a static size, as XLA needs
