@@ -180,7 +180,7 @@ def report_startup(files: dict[str, list[Path]]) -> None:
         rate = {}
         for way in (*others, FRESH):
             runs = [r for sweep in sweeps[way] for r in sweep.ordered_runs() if r.batch_size == b]
-            rate[way] = statistics.median(r.figures.samples_per_s for r in runs)
+            rate[way] = statistics.median(r.figures.samples_per_s for r in runs) if runs else float("nan")
         ratios = "  ".join(f"{w} {rate[w]:8.0f} ({rate[w] / rate[FRESH]:.3f})" for w in others)
         print(f"  batch {b:>4}: fresh {rate[FRESH]:8.0f}  {ratios}")
 
