@@ -4,11 +4,14 @@ Runs in the parent process (CLI or GUI worker thread) and never imports TensorFl
 that runs out of memory, diverges or whose child dies is recorded with that status and the
 sweep goes on in a fresh child. `stop()` ends the current run cleanly and skips the rest.
 
-Each run still trains in its own process (a crash loses one run; one run's memory figures are its
-own), but that process is started ahead: once run i starts training, the child for run i+1 starts,
-imports TensorFlow and loads the data at the lowest CPU priority (the cycles training leaves) and
-waits for its run (a standby), so the sweep does not wait for that start-up between runs. The first
-run's child gets ready while the probe checks the spec.
+On the CPU (as the probe found) one process serves the runs: the probe child takes the first run,
+and the child of a run that ended ok trains the next one (a reused child: no new process, no
+TensorFlow import); after any other end the next run starts in a fresh process, so a crash still
+loses one run. On a GPU (or with reuse=False, `--fresh-children`) each run trains in its own process
+(one run's memory figures are its own), started ahead: once run i starts training, the child for run
+i+1 starts, imports TensorFlow and loads the data at the lowest CPU priority (the cycles training
+leaves) and waits for its run (a standby). The first run's standby gets ready while the probe checks
+the spec.
 """
 
 from __future__ import annotations

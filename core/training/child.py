@@ -1,8 +1,10 @@
 """Entry points of the training child process: the only place TensorFlow is imported.
 
-The parent (CLI or GUI) starts one child per run with multiprocessing's spawn context, so
-a crash or an out-of-memory kill takes only that run with it. A run's child may be started while
-the previous run trains (a standby: it imports TensorFlow and loads the data, then waits for its run).
+The parent (CLI or GUI) starts children with multiprocessing's spawn context, so a crash or an
+out-of-memory kill takes only the run that was training with it. A run's child may be started while
+the previous run trains (a standby: it imports TensorFlow and loads the data, then waits for its run);
+on the CPU the probe's child takes the first run and a child whose run ended ok is handed the next
+one (reused), so a sweep imports TensorFlow once.
 The child sends event dicts (core/events.py) through a one-way pipe and watches a stop flag between steps.
 """
 
