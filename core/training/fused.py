@@ -100,7 +100,8 @@ class FusedFunction:
         return rows.numpy()[:n]  # the host copy waits for the device
 
     def experimental_get_tracing_count(self) -> int:
-        """Traces (and XLA compiles) so far of both functions, for hooks.TraceWatch."""
+        """Traces so far of both functions (each trace of the XLA one is followed by its compile), for
+        hooks.TraceWatch."""
         functions = [f for f in (self._graph, self._xla) if f is not None]
         return sum(int(f.experimental_get_tracing_count()) for f in functions)
 
