@@ -178,13 +178,14 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             name="shallue-mnist",
-            title="Steps to validation error 0.02, rate per batch size from the range test",
+            title="Steps to validation error 0.03, rate per batch size from the range test",
             description=(
                 "After Shallue et al. 2018: the mnist-cnn model with SGD momentum 0.9 on 30,000 images, batch "
-                "sizes 16, 64, 256 and 1,024, each trained until validation error is below 0.02 (every 50 steps "
+                "sizes 16, 64, 256 and 1,024, each trained until validation error is below 0.03 (every 50 steps "
                 "and at epoch ends), at most 40 epochs, at the min/10 rate of an LR range test per batch size: "
                 "run batchlab lr-find --preset shallue-mnist first and pass its file with --lr-from. Their "
-                "target, 0.01, is out of this small CNN's reach here (docs/experiments.md)."
+                "target, 0.01, is out of this small CNN's reach here, and 0.02 it crosses by chance "
+                "(docs/experiments.md)."
             ),
             defaults={
                 **COMMON_DEFAULTS,
@@ -192,14 +193,16 @@ PRESETS: dict[str, Preset] = {
                 "data": "bundled-large",  # on the bundled 10,000 images this CNN levels off near 0.03 error
                 "samples": 30000,
                 "val_samples": 2000,
-                "epochs": 40,  # the most a run may train: batch 1,024 has 29 steps an epoch
+                "epochs": 40,  # the most a run may train: batch 1,024 has 30 steps an epoch
                 "batch_sizes": POWERS_OF_FOUR_16_TO_1024,  # 32, 128, 512 a --batch-sizes away (2 cores)
                 "optimizer": "sgd",
                 "lr": 0.02,  # used only without --lr-from
                 "lr_pick": "min10",  # the steepest suggestion stopped this CNN learning with momentum 0.9
                 "momentum": 0.9,
                 "shuffle": True,
-                "target": "val_error=0.02",
+                # 0.01 is out of reach; around 0.02 the error moves by ~0.005 between evaluations, so the first
+                # crossing of 0.02 is a matter of luck; 0.03 every batch size met, in steps that fall, then flatten
+                "target": "val_error=0.03",
                 "eval_every": 50,
             },
         ),

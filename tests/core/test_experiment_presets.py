@@ -32,9 +32,10 @@ def test_golmant_preset_builds_under_each_of_the_three_rules(rule):
 def test_shallue_preset_targets_validation_error_and_takes_its_rates_from_a_range_test_file(tmp_path):
     spec = build_spec({"preset": "shallue-mnist"})
     assert spec.momentum == 0.9 and spec.lr_from is None
-    # 0.02, not Shallue's 0.01: this CNN did not reach 0.01 here; 30,000 images: on 10,000 it levels off near
-    # 0.03; min/10: the steepest suggestion stopped it learning at momentum 0.9 (docs/experiments.md)
-    assert spec.target == "val_error=0.02" and spec.lr_pick == "min10"
+    # 0.03, not Shallue's 0.01: this CNN did not reach 0.01 here, and it crosses 0.02 by chance; 30,000 images:
+    # on 10,000 it levels off near 0.03; min/10: the steepest suggestion stopped it learning at momentum 0.9
+    # (docs/experiments.md)
+    assert spec.target == "val_error=0.03" and spec.lr_pick == "min10"
     assert spec.data == "bundled-large" and spec.samples == 30000 and spec.batch_sizes == (16, 64, 256, 1024)
     with pytest.raises(SpecError) as e:  # --lr-from must name a file that exists
         build_spec({"preset": "shallue-mnist", "lr_from": str(tmp_path / "missing.h5")})
