@@ -37,7 +37,6 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -198,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     from batchlab.core.training.peak import measure_matmul_peak
     from batchlab.core.training.workloads import build_model
     from bench_fit_parity import make_run
+    from bench_fused import _uptime
 
     batch_sizes = [int(v) for v in args.batch_sizes.split(",")]
     ways = args.ways.split(",")
@@ -243,13 +243,6 @@ def main(argv: list[str] | None = None) -> int:
         extra_cpu = statistics.median(m["first_epoch_cpu_s"] - m["epoch_cpu_s"] for m in ms)
         print(f"| {way} | {' | '.join(cells)} | {extra:.2f} / {extra_cpu:.2f} |")
     return 0
-
-
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
 
 
 if __name__ == "__main__":

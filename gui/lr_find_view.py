@@ -20,6 +20,7 @@ from batchlab.core.lr_range import (
     range_defaults,
 )
 from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.gui.field_rows import add_field_row, error_line
 from batchlab.gui.plot_style import BatchColours, add_legend_below, sync_legend
 from batchlab.gui.worker import TRAINING_NICENESS, SweepWorker
 from PySide6.QtCore import Qt, Signal
@@ -110,16 +111,8 @@ class RangeTestDialog(QDialog):
             edit.setObjectName(name)
             edit.setPlaceholderText(default)
             edit.textChanged.connect(self.check_settings)
-            error = QLabel()
-            error.setProperty("role", "error")
-            error.setWordWrap(True)
-            error.setVisible(False)
-            holder = QWidget()
-            col = QVBoxLayout(holder)
-            col.setContentsMargins(0, 0, 0, 0)
-            col.addWidget(edit)
-            col.addWidget(error)
-            form.addRow(label, holder)
+            error = error_line()
+            add_field_row(form, label, edit, error)
             self.fields[name], self.field_errors[name] = edit, error
         layout.addWidget(self.settings_box)
         self.settings_box.setVisible(spec is not None)

@@ -27,6 +27,7 @@ from batchlab.core.sweep.max_batch import (
     parse_margin,
     parse_memory_cap,
 )
+from batchlab.gui.field_rows import add_field_row, error_line
 from PySide6.QtCore import QObject, Qt, QThread, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
@@ -216,18 +217,8 @@ class MaxBatchDialog(QDialog):
         edit.setObjectName(name)
         edit.setPlaceholderText(hint)
         edit.setToolTip(hint)
-        error = QLabel()
-        error.setObjectName(f"error_{name}")
-        error.setProperty("role", "error")
-        error.setWordWrap(True)
-        error.setVisible(False)
-        holder = QWidget()
-        column = QVBoxLayout(holder)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(1)
-        column.addWidget(edit)
-        column.addWidget(error)
-        form.addRow(label, holder)
+        error = error_line(name)
+        add_field_row(form, label, edit, error)
         return edit, error
 
     def settings(self) -> tuple[float, int] | None:

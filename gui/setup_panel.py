@@ -25,6 +25,7 @@ from batchlab.core.spec import (
 from batchlab.core.spec_diff import show_value
 from batchlab.gui.convergence_fields import SHOWN_UNDER, ConvergenceFields
 from batchlab.gui.execution_fields import ExecutionFields
+from batchlab.gui.field_rows import add_field_row, error_line
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -112,10 +113,6 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
     ) -> None:
         """A labelled editor (with `before` and `extra` widgets beside it) and the field's error message
         underneath (hidden while valid)."""
-        holder = QWidget()
-        col = QVBoxLayout(holder)
-        col.setContentsMargins(0, 0, 0, 0)
-        col.setSpacing(1)
         line = QHBoxLayout()
         line.setSpacing(3)
         for w in before:
@@ -123,14 +120,8 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         line.addWidget(editor, 1)
         for w in extra:
             line.addWidget(w)
-        col.addLayout(line)
-        error = QLabel()
-        error.setObjectName(f"error_{field}")
-        error.setProperty("role", "error")
-        error.setWordWrap(True)
-        error.setVisible(False)
-        col.addWidget(error)
-        form.addRow(label, holder)
+        error = error_line(field)
+        holder = add_field_row(form, label, line, error)
         self._rows[field] = (form, holder)
         self._labels[field] = label
         self._error_labels[field] = error
