@@ -31,6 +31,7 @@ from batchlab.core.training.batch_schedule import BatchSchedule
 from batchlab.core.training.evaluation import Evaluations
 from batchlab.core.training.execution import apply_xla, execution_fields
 from batchlab.core.training.failures import (
+    TEST_FAIL_RUN_ENV,
     Diverged,
     StopRequested,
     classify_failure,
@@ -68,9 +69,6 @@ CALIBRATION_PAUSE_S = 0.002  # time given to the prefetch thread to refill the b
 # Test hook, not a user setting: seconds each batch is held up in the input pipeline (a sequential
 # tf.data map that sleeps), so tests can make a pipeline that really starves the step.
 TEST_INPUT_DELAY_ENV = "BATCHLAB_TEST_INPUT_DELAY_S"
-# Test hook, not a user setting: the run with this index fails (status "error") after run_started, before its
-# first step, in a child that stays alive, so tests can check what follows a failed run.
-TEST_FAIL_RUN_ENV = "BATCHLAB_TEST_FAIL_RUN"
 
 
 def _test_input_delay() -> float:
