@@ -30,7 +30,14 @@ from typing import Any
 
 from batchlab.core.events import RUN_ENDED, RUN_STARTED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
 from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
-from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main, probe_run_main, run_main
+from batchlab.core.training.child import (
+    PROBE_ERROR,
+    PROBE_RESULT,
+    probe_main,
+    probe_run_main,
+    run_main,
+    trains_on_cpu,
+)
 from batchlab.core.training.startup import FRESH, PROBE, REUSED, STANDBY
 
 Sink = Callable[[dict[str, Any]], None]
@@ -392,7 +399,7 @@ class SweepRunner:
             self._track(None)
         if environment is None or self._stop.is_set():
             _end_process(child.process)
-        elif str(environment.get("device_description", "")).startswith("cpu"):
+        elif trains_on_cpu(environment):
             with self._lock:
                 self._standby = child
         else:  # a GPU after all: the child exits after its answer; the first run gets a fresh one
@@ -402,7 +409,7 @@ class SweepRunner:
 
     def _on_cpu(self) -> bool:
         """The runs train on the CPU (as the probe found), so a finished child's memory is no other's concern."""
-        return str((self.environment or {}).get("device_description", "")).startswith("cpu")
+        return trains_on_cpu(self.environment)
 
     def _can_stand_by(self, run: RunSpec) -> bool:
         """A child may be started ahead of `run`: standby on, no stop, and a child that waits to be asked."""

@@ -165,6 +165,12 @@ def _probe_report(spec_dict: dict, check: bool, data=None) -> tuple[dict, Any]:
         return {"type": PROBE_ERROR, "field": "setup", "message": f"{type(e).__name__}: {e}".splitlines()[0]}, None
 
 
+def trains_on_cpu(environment: dict | None) -> bool:
+    """Whether a probe's environment says the runs train on the CPU (the parent and the probe's child judge
+    reuse by this one rule)."""
+    return str((environment or {}).get("device_description", "")).startswith("cpu")
+
+
 def probe_run_main(
     spec_dict: dict,
     run_dict: dict,
@@ -186,7 +192,7 @@ def probe_run_main(
         with startup.phase("import"):  # the import, the environment and the spec's check: all before the run
             message, loaded = _probe_report(spec_dict, True, data)
         conn.send(message)
-        if message["type"] != PROBE_RESULT or not str(message["environment"]["device_description"]).startswith("cpu"):
+        if message["type"] != PROBE_RESULT or not trains_on_cpu(message["environment"]):
             return
         _clear_session()  # the check's model: the run starts from the state a fresh process has
         _serve(run_dict, conn, stop_event, go, startup, data=loaded)
