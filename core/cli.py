@@ -164,11 +164,18 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
     sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
-    sweep.add_argument(
+    children = sweep.add_mutually_exclusive_group()
+    children.add_argument(
         "--fresh-children",
         action="store_true",
-        help="a new training process for every run, also on the CPU (default: on the CPU the process of a run "
-        "that ended ok trains the next run too, without a new TensorFlow import; see docs/performance.md)",
+        help="a new training process for every run that imports TensorFlow itself (default on a Linux CPU: a "
+        "fork server imports TensorFlow once and forks a process per run; see docs/performance.md)",
+    )
+    children.add_argument(
+        "--reuse-children",
+        action="store_true",
+        help="on the CPU, the process of a run that ended ok trains the next run too (the default where fork is "
+        "not possible); its memory figures then include what earlier runs left",
     )
     report = sub.add_parser("report", help="print the summary table of a run file")
     report.add_argument("file", help="an .h5 run file written by batchlab")
@@ -479,7 +486,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         out = check_run_file(args.out, overwrite=args.overwrite)
     else:
         out = check_run_file(default_run_file(spec.preset), create_folder=True)
-    runner = SweepRunner(spec, reuse=not args.fresh_children)
+    runner = SweepRunner(spec, reuse=not args.fresh_children, fork=not (args.fresh_children or args.reuse_children))
     progress = ProgressPrinter(spec, stream=sys.stderr, enabled=not args.quiet)
     try:
         with _Interrupts(runner, progress):

@@ -5,7 +5,9 @@ TensorFlow import, data, model build, input pipeline, and `startup_s`, the time 
 request for the run to the start of its first step. The first step itself traces the step function
 (`tracing_time_s`). A standby child (or the probe's child, which checked the spec first) did its process
 start, import and data before the request (`startup_prepared_s`), so its run paid only the rest; a reused
-child (the process that trained the run before, on the CPU) pays no process start, import or data at all.
+child (the process that trained the run before, on the CPU) pays no process start, import or data at all;
+a forked child (Linux CPU) pays only its fork: the sweep's fork server imported TensorFlow and loaded the
+data once, before any run.
 Numbers only; no TensorFlow, no Qt.
 """
 
@@ -33,7 +35,7 @@ AHEAD = ("startup_process_s", "startup_import_s", "startup_data_s")  # what a st
 class OneTimeCosts:
     """One run's costs before its first step ended (s). `paid` is what the run waited for after its request."""
 
-    child: str  # "fresh", "standby", "probe" or "reused"
+    child: str  # "fresh", "standby", "probe", "reused" or "forked"
     phases: dict[str, float]  # attribute name -> seconds the phase took, wherever it fell
     tracing: float  # tracing and compiling the step function, in the first step (NaN: not known)
     ahead: float  # of process start, import and data: seconds done before the request (standby)
@@ -96,7 +98,7 @@ def explain_startup(runs: list[RunData]) -> list[str]:
     """One sentence per kind of child: what a run paid before its first step, phase by phase (medians)."""
     measured = [(r.index + 1, c) for r in runs if (c := one_time_costs(r)) is not None]
     lines = []
-    for kind in ("fresh", "probe", "standby", "reused"):
+    for kind in ("fresh", "probe", "standby", "reused", "forked"):
         group = [(n, c) for n, c in measured if c.child == kind]
         if not group:
             continue
@@ -113,6 +115,7 @@ def explain_startup(runs: list[RunData]) -> list[str]:
                 "probe": " (the probe's child: it checked the spec, then took the first run)",
                 "standby": " (a standby child, started ahead: during the previous run or the spec's check)",
                 "reused": " (a reused child: the process that trained the run before, which ended ok)",
+                "forked": " (a forked child: a process of its own, forked from the sweep's fork server)",
             }[kind]
         )
         shown = [(name, words) for name, words in PHASES if name in phases]
@@ -126,6 +129,14 @@ def explain_startup(runs: list[RunData]) -> list[str]:
         elif kind == "reused":  # no process start, no import; the data only if this run's differ
             before = []
             after = [f"{words} {_s(phases[name])}" for name, words in shown if name not in AHEAD or phases[name] > 0]
+        elif kind == "forked":  # the fork; no import; the data only if the server could not load them
+            before = []
+            words_of = {"startup_process_s": "fork"}
+            after = [
+                f"{words_of.get(name, words)} {_s(phases[name])}"
+                for name, words in shown
+                if name == "startup_process_s" or name not in AHEAD or phases[name] > 0
+            ]
         else:
             before, after = [], [f"{words} {_s(phases[name])}" for name, words in shown]
         if tracing:
@@ -139,5 +150,7 @@ def explain_startup(runs: list[RunData]) -> list[str]:
             text += f"; its {', '.join(before)} ({_s(ahead)} of them ahead of the request) were off the sweep's clock"
         if kind == "reused":
             text += "; no process start or TensorFlow import"
+        elif kind == "forked":
+            text += "; TensorFlow was imported and the data loaded once, by the fork server, before the first run"
         lines.append(text + ".")
     return lines

@@ -12,6 +12,11 @@ loses one run. On a GPU (or with reuse=False, `--fresh-children`) each run train
 i+1 starts, imports TensorFlow and loads the data at the lowest CPU priority (the cycles training
 leaves) and waits for its run (a standby). The first run's standby gets ready while the probe checks
 the spec.
+
+On a Linux CPU (the default, unless fork=False) a fork server replaces both: one process imports
+TensorFlow and loads the data, and forks a child per run and for the probe (core/sweep/forkserver.py,
+core/training/zygote.py): a process per run, one import per sweep. Reused or standby children are then
+used only where fork is not possible (not Linux, or a GPU in sight) or with fork=False.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 from batchlab.core.events import RUN_ENDED, RUN_STARTED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
 from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
+from batchlab.core.sweep.forkserver import ForkServer, ForkServerGone, fork_possible
 from batchlab.core.training.child import (
     PROBE_ERROR,
     PROBE_RESULT,
@@ -38,7 +44,7 @@ from batchlab.core.training.child import (
     run_main,
     trains_on_cpu,
 )
-from batchlab.core.training.startup import FRESH, PROBE, REUSED, STANDBY
+from batchlab.core.training.startup import FORKED, FRESH, PROBE, REUSED, STANDBY
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -112,6 +118,24 @@ class _RunChild:
             self.go = None
 
 
+class _SocketStop:
+    """A forked child's stop flag: one byte on its socket, which the child polls between steps."""
+
+    def __init__(self, conn):
+        self._conn, self._sent = conn, False
+        self._lock = threading.Lock()
+
+    def set(self) -> None:
+        with self._lock:
+            if self._sent:
+                return
+            self._sent = True
+            try:
+                self._conn.send_bytes(b"s")
+            except OSError:  # it exited already
+                pass
+
+
 def start_child(process: multiprocessing.process.BaseProcess) -> None:
     """Start a child with SIGINT blocked in it from its first instruction. A Ctrl-C goes to the terminal's
     whole process group; a child still importing (before its entry point ignores SIGINT, e.g. a standby started
@@ -152,15 +176,20 @@ class SweepRunner:
         niceness: int = 0,
         standby: bool = True,
         reuse: bool = True,
+        fork: bool = True,
     ):
         """niceness > 0 starts each training child that much below this process's CPU priority (the
         window uses it so that its GUI thread is never queued behind TensorFlow's threads). `standby`:
         start each run's child while the previous run trains (see _run_one); False: each run's child
         starts when its run is asked for. `reuse`: on the CPU, the child of a run that ended ok trains the
-        next run too (no new process, no TensorFlow import); False (--fresh-children): a process per run."""
+        next run too (no new process, no TensorFlow import); False (--fresh-children): a process per run.
+        `fork`: on a Linux CPU, a fork server imports TensorFlow once and forks each run's child (and the
+        probe's); it takes precedence over `reuse` and `standby`. False: --reuse-children / --fresh-children."""
         self.spec = spec
         self.standby = standby
         self.reuse = reuse
+        self.fork = fork
+        self._zygote: ForkServer | None = None  # the fork server, while the sweep uses one
         self._standby: _RunChild | None = None  # the next run's child, getting ready
         self._idle: _RunChild | None = None  # the child of a run that ended ok, waiting to be reused
         self._first: RunSpec | None = None  # the run the probe child will take (prepare_first_run)
@@ -199,6 +228,8 @@ class SweepRunner:
             for spare in (self._standby, self._idle):
                 if spare is not None and spare.process.is_alive():
                     spare.process.kill()
+            if self._zygote is not None:
+                self._zygote.kill()  # its forked children die with it
 
     def _track(self, child: multiprocessing.process.BaseProcess | None) -> None:
         with self._lock:
@@ -250,7 +281,9 @@ class SweepRunner:
             if self._stop.is_set():  # stopped before the probe started: no point starting TensorFlow
                 self.environment = _parent_environment()
                 return self.environment
-            if self._first is not None:
+            if self._zygote is not None:
+                self.environment = self._probe_forked()
+            elif self._first is not None:
                 self.environment = self._probe_first_child(self._first)
             else:
                 self.environment = _probe(
@@ -302,6 +335,7 @@ class SweepRunner:
             self._retire_idle()
             while self._exiting:
                 _reap(self._exiting.pop())
+            self._close_zygote()
             sink(make_event(SWEEP_ENDED, status=status, message=message, ended=now_iso()))
         return status
 
@@ -314,11 +348,14 @@ class SweepRunner:
         its standby child if one is ready for it, else in a fresh one; while it trains, a standby child for
         `next_run` gets ready unless this child will take it. After a run that did not end ok, that child and
         the standby are let go and the next run gets a fresh child."""
+        forked = self._fork_child(run)
         with self._lock:
             child, self._standby = self._standby, None
             idle, self._idle = self._idle, None
         kind = child.ahead if child is not None else STANDBY
-        if idle is not None and idle.hand(run, self._log_path(run)):
+        if forked is not None:
+            child, kind = forked, FORKED
+        elif idle is not None and idle.hand(run, self._log_path(run)):
             if child is not None:
                 _end_process(child.process)
             child, kind = idle, REUSED
@@ -329,7 +366,7 @@ class SweepRunner:
                 if child is not None:
                     _end_process(child.process)
                 child, kind = self._launch(run), FRESH
-        reuse = self._reuses(run)
+        reuse = forked is None and self._reuses(run)
         with self._lock:
             self._child_stop, self._child = child.stop, child.process
             if self._stop.is_set():
@@ -342,7 +379,13 @@ class SweepRunner:
             # Once this run starts training (its model built), the next run's child starts, importing
             # TensorFlow and loading the data at the lowest CPU priority, with the cycles training leaves.
             # Not when this child will train the next run itself (if this run ends ok).
-            if event.get("type") == RUN_STARTED and next_run is not None and not reuse and self._can_stand_by(next_run):
+            if (
+                event.get("type") == RUN_STARTED
+                and next_run is not None
+                and not reuse
+                and self._zygote is None
+                and self._can_stand_by(next_run)
+            ):
                 standby = self._launch(next_run)
                 with self._lock:
                     self._standby = standby
@@ -351,6 +394,83 @@ class SweepRunner:
         if status != "ok":
             self.discard_standby()  # whatever went wrong, the next run starts in a fresh process
         return status
+
+    def _fork_child(self, run: RunSpec) -> _RunChild | None:
+        """`run`'s child forked from the fork server, or None: no server, or it is gone (then closed, and this
+        run and the next get children of their own)."""
+        if self._zygote is None:
+            return None
+        log_path = self._log_path(run)
+        try:
+            process, events = self._zygote.fork_run(run, log_path)
+        except ForkServerGone:
+            self._close_zygote()
+            return None
+        return _RunChild(run, process, events, None, _SocketStop(events), log_path, FORKED)
+
+    def _forks(self, run: RunSpec) -> bool:
+        """Whether the sweep forks its children from a fork server: on (fork), Linux, no GPU in sight (the
+        server must never touch a device), and children that train sweep runs (run_main)."""
+        return (
+            self.fork
+            and fork_possible()
+            and not _gpu_possible(self.spec.device)
+            and self._child_entry(run)[0] is run_main
+        )
+
+    def _probe_forked(self) -> dict[str, Any] | None:
+        """The probe in a child forked from the server: its environment (None if stopped first); SpecError if
+        the spec is bad. If the server died getting ready, the probe runs in a child of its own and the runs
+        get children of their own; if the runs turn out not to train on the CPU, the server is closed."""
+        zygote = self._zygote
+        assert zygote is not None
+        log_path = self._log_dir / "probe.log"
+        try:
+            if not zygote.wait_ready(self._stop.is_set):
+                raise ForkServerGone
+            process, events = zygote.fork("probe", log_path, spec=self.spec.to_dict())
+        except ForkServerGone:
+            self._close_zygote()
+            if self._stop.is_set():
+                return None
+            if zygote.process.exitcode not in (None, 0):  # why, for the log; the probe below says it to the user
+                self._warnings.append(
+                    f"the fork server failed ({_log_tail(self._log_dir / 'fork-server.log')}); "
+                    "each run starts in a process of its own"
+                )
+            return _probe(
+                self._ctx,
+                self.spec,
+                log_path,
+                check=True,
+                data=self._probe_data,
+                should_stop=self._stop.is_set,
+                track=self._track,
+            )
+        self._track(process)
+        try:
+            environment = _probe_environment(
+                _probe_answer(process, events, self._log_dir / "probe.log", self._stop.is_set)
+            )
+        finally:
+            self._track(None)
+            events.close()
+            _reap(process)
+        if environment is not None and not trains_on_cpu(environment):
+            self._close_zygote()
+        return environment
+
+    def _close_zygote(self) -> None:
+        """End the fork server (it kills and reaps whatever it forked that still runs)."""
+        with self._lock:
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close()
+
+    def close(self) -> None:
+        """Let every child that has not trained go: a standby, and the fork server (a sweep that never ran)."""
+        self.discard_standby()
+        self._close_zygote()
 
     def _reuses(self, run: RunSpec) -> bool:
         """Whether `run`'s child may train the next run after it (if it ends ok): reuse on, the runs train on
@@ -374,7 +494,14 @@ class SweepRunner:
         sight) and children are reused, the probe child itself becomes the first run's child (one TensorFlow
         import fewer); otherwise a standby starts now, importing TensorFlow while the probe checks the spec."""
         runs = self.spec.runs()
-        if not runs or self._standby is not None or self.environment is not None or not self._can_stand_by(runs[0]):
+        if not runs or self._standby is not None or self.environment is not None or self._zygote is not None:
+            return
+        if self._forks(runs[0]) and not self._stop.is_set():
+            self._zygote = ForkServer(
+                self._ctx, self.spec, self._log_dir / "fork-server.log", self.niceness, start_child
+            )
+            return
+        if not self._can_stand_by(runs[0]):
             return
         if self.reuse and not _gpu_possible(self.spec.device):
             self._first = runs[0]
@@ -638,7 +765,7 @@ def run_sweep(
         try:
             runner.preflight()
         except BaseException:
-            runner.discard_standby()
+            runner.close()
             raise
 
     if overwrite:

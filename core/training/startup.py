@@ -19,6 +19,7 @@ FRESH = "fresh"  # started when its run was asked for
 STANDBY = "standby"  # started while the previous run trained (or the probe ran), then handed its run
 PROBE = "probe"  # the child that checked the spec (the probe), then took the first run (CPU only)
 REUSED = "reused"  # the process that trained the previous run (CPU only, after a run that ended ok)
+FORKED = "forked"  # forked for its run from the sweep's fork server, which imported TensorFlow once (Linux CPU)
 AHEAD_PHASES = ("process", "import", "data")  # what a reused child does not pay again (the data: if the same)
 PHASES = ("process", "import", "data", "model", "pipeline")  # in the order a child goes through them
 
@@ -55,6 +56,17 @@ class StartupClock:
         for name in AHEAD_PHASES:
             clock.seconds[name] = 0.0
         clock.requested(requested_at, REUSED)
+        clock.ready()
+        return clock
+
+    @classmethod
+    def forked(cls, requested_at: float) -> StartupClock:
+        """The clock of a run forked from the fork server (core/training/zygote.py): the process start is the
+        fork (from the parent's request to the forked child's first line); the import and the data were paid
+        once, by the server, before any run (0 s here)."""
+        clock = cls(launched_at=requested_at)
+        clock.seconds["import"] = clock.seconds["data"] = 0.0
+        clock.requested(requested_at, FORKED)
         clock.ready()
         return clock
 

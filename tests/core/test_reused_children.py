@@ -1,11 +1,14 @@
-"""Reused training children on the CPU: one TensorFlow import per sweep, a fresh process after any failure,
-and the same numbers as a fresh process. Two tiny sweeps shared by every test (a few hundred samples, one
-epoch): three TensorFlow imports in all."""
+"""Training children on the CPU. Forked children (the default on Linux): a fork server imports TensorFlow
+once and forks a process per run, so a failed run loses that run only and every run's memory starts from
+the same baseline. Reused children (--reuse-children): one TensorFlow import per sweep, a fresh process
+after any failure. Both train the same numbers as a fresh process. Three tiny sweeps shared by every test
+(a few hundred samples, one epoch): four TensorFlow imports in all."""
 
 import multiprocessing
 import os
 
 import numpy as np
+import psutil
 import pytest
 from batchlab.core import cli
 from batchlab.core.analysis.startup import explain_startup
@@ -20,12 +23,12 @@ TINY = {"preset": "mnist-mlp", "samples": 256, "val_samples": 0, "epochs": 1, "d
 FAILING_RUN = 1  # of batch sizes 16, 32, 64: the batch-32 run fails after its run_started, in a live child
 
 
-def _sweep(path, batch_sizes: str, fail: int | None = None):
+def _sweep(path, batch_sizes: str, fail: int | None = None, fork: bool = False):
     spec = build_spec({**TINY, "batch_sizes": batch_sizes})
     if fail is not None:
         os.environ[TEST_FAIL_RUN_ENV] = str(fail)  # the children inherit it
     try:
-        assert run_sweep(spec, path, runner=SweepRunner(spec)) == "complete"
+        assert run_sweep(spec, path, runner=SweepRunner(spec, fork=fork)) == "complete"
     finally:
         os.environ.pop(TEST_FAIL_RUN_ENV, None)
     assert not multiprocessing.active_children()  # the idle child of the last run was let go and reaped
@@ -37,6 +40,40 @@ def sweeps(tmp_path_factory):
     """(failing, plain) run files: batch 16, 32, 64 with the batch-32 run failing, then batch 16, 64."""
     folder = tmp_path_factory.mktemp("reuse")
     return _sweep(folder / "failing.h5", "16,32,64", fail=FAILING_RUN), _sweep(folder / "plain.h5", "16,64")
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory):
+    """The failing sweep (batch 16, 32, 64; the batch-32 run fails) with the default children: forked."""
+    return _sweep(tmp_path_factory.mktemp("fork") / "forked.h5", "16,32,64", fail=FAILING_RUN, fork=True)
+
+
+def test_every_run_is_a_process_of_its_own_forked_from_one_import(forked):
+    runs = read_run_file(forked).runs
+    assert [r.status for r in runs] == ["ok", "error", "ok"]  # the failure lost its run only
+    assert [r.attrs["child"] for r in runs] == ["forked"] * 3
+    pids = [int(r.attrs["pid"]) for r in runs]
+    assert len(set(pids)) == 3 and os.getpid() not in pids
+    assert not any(psutil.pid_exists(pid) for pid in pids)  # reaped: no orphan, no zombie
+    # the fork is the process start; the server paid the import and the data, once, before the runs
+    for run in runs[::2]:
+        assert 0 < run.attrs["startup_process_s"] < run.attrs["startup_s"]
+        assert run.attrs["startup_import_s"] == run.attrs["startup_data_s"] == run.attrs["startup_prepared_s"] == 0
+    # every run starts from the same baseline (a process forked from the same server): the run after a failed
+    # one holds what the first held before training, not what the runs before it left
+    first, last = runs[0].attrs["rss_before_training_bytes"], runs[2].attrs["rss_before_training_bytes"]
+    assert first > 50 << 20 and abs(last - first) < 0.03 * first
+    assert runs[2].epochs["rss_peak_bytes"][0] >= last
+
+
+def test_a_forked_child_trains_exactly_what_a_fresh_child_trains(sweeps, forked):
+    fresh, fork = read_run_file(sweeps[0]).runs[2], read_run_file(forked).runs[2]
+    assert (fork.batch_size, fork.seed, fresh.attrs["child"]) == (64, 0, "fresh")
+    np.testing.assert_allclose(fork.steps["loss"], fresh.steps["loss"], rtol=1e-6)
+    np.testing.assert_allclose(fork.epochs["train_loss"], fresh.epochs["train_loss"], rtol=1e-6)
+    text = "\n".join(explain_startup(SweepData.from_file(forked).ordered_runs()))
+    assert "runs 1, 3 (a forked child: a process of its own, forked from the sweep's fork server)" in text
+    assert "by the fork server, before the first run" in text
 
 
 def test_one_process_trains_runs_until_one_fails_then_a_fresh_one_takes_over(sweeps):
@@ -83,16 +120,16 @@ class _Started(Exception):
     pass
 
 
-def test_fresh_children_on_the_command_line_turns_reuse_off(tmp_path, monkeypatch):
+def test_reuse_and_fresh_children_on_the_command_line_turn_the_fork_server_off(tmp_path, monkeypatch):
     seen = []
 
     def fake_run_sweep(spec, out, runner, **kwargs):
-        seen.append(runner.reuse)
+        seen.append((runner.fork, runner.reuse))
         raise _Started
 
     monkeypatch.setattr(runner_module, "run_sweep", fake_run_sweep)  # no child is started
     options = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
-    for extra in ([], ["--fresh-children"]):
+    for n, extra in enumerate(([], ["--reuse-children"], ["--fresh-children"])):
         with pytest.raises(_Started):
-            cli.main(["sweep", *options, "--batch-sizes=16", "--out", str(tmp_path / f"x{len(extra)}.h5"), *extra])
-    assert seen == [True, False]
+            cli.main(["sweep", *options, "--batch-sizes=16", "--out", str(tmp_path / f"x{n}.h5"), *extra])
+    assert seen == [(True, True), (False, True), (False, False)]

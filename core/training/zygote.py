@@ -1,0 +1,186 @@
+"""The fork server (zygote) of a sweep on a Linux CPU: TensorFlow imported once, a process forked per run.
+
+The server is a spawned child like any training child. It imports TensorFlow, Keras and the trainer
+and loads the sweep's data (numpy), but runs no TensorFlow op: no device is initialised and no
+TensorFlow thread pool exists yet, so forking it is safe (a fork after those threads started could
+deadlock on a lock one of them held; on a GPU a fork after cuInit is fatal, hence CPU only). Then it
+waits on its control pipe; for each request it forks one child, which trains one run (or answers
+as the probe) with its own TensorFlow runtime and exits. So every run is a process of its own: a
+crash or an out-of-memory kill loses that run, its memory figures start from the same baseline every
+run, and the import is paid once per sweep.
+
+Protocol (the parent's side is core/sweep/forkserver.py), over a duplex multiprocessing Pipe:
+  {"op": "fork", "kind": "run"|"probe", ...} then the child's end of the run's own socket (SCM_RIGHTS)
+      -> {"pid": pid}; the forked child sends its events (or the probe's answer) on that socket and
+      reads the parent's stop on it;
+  {"op": "wait", "pid": pid, "timeout": s} -> {"exitcode": code or None}: reaps it (code as
+      multiprocessing gives it: negative for a signal); a forked child is reaped only when asked, so
+      its pid cannot be reused while the parent may still signal it;
+  EOF on the pipe (the sweep ended, or the parent died): every forked child still alive is killed and
+      reaped, and the server exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import time
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle
+
+from batchlab.core.spec import RunSpec, SweepSpec
+from batchlab.core.training.child import (
+    _enter_child,
+    _probe_report,
+    _report_setup_failure,
+    _set_device_environment,
+    _setup_tensorflow,
+)
+from batchlab.core.training.startup import StartupClock
+
+_PR_SET_PDEATHSIG = 1  # prctl option: a signal for this process when its parent dies
+WAIT_SLICE_SECONDS = 0.02
+
+
+def zygote_main(spec_dict: dict, control: Connection, log_path: str | None, niceness: int = 0) -> None:
+    """The server's life: import and load, answer {"ready": seconds of each phase}, then serve requests."""
+    _enter_child(niceness, log_path)
+    children: set[int] = set()
+    try:
+        spec = SweepSpec.from_dict(spec_dict)
+        _set_device_environment(spec.device)
+        t0 = time.perf_counter()
+        import keras  # noqa: F401 - imported here once, for every forked child
+        import tensorflow  # noqa: F401
+        from batchlab.core.training import trainer
+
+        imported = time.perf_counter()
+        data = None
+        try:
+            data = trainer.load_run_data(spec.runs()[0])
+        except Exception:  # noqa: BLE001 - each forked child loads it again and reports the failure as its run's
+            import traceback
+
+            traceback.print_exc()
+        control.send({"ready": {"import_s": imported - t0, "data_s": time.perf_counter() - imported}})
+        _serve(control, data, children)
+    finally:
+        for pid in children:
+            _kill(pid)
+        for pid in children:
+            _wait(pid, None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        control.close()
+
+
+def _serve(control: Connection, data, children: set[int]) -> None:
+    """Answer the parent's requests until it closes the pipe."""
+    while True:
+        try:
+            request = control.recv()
+        except (EOFError, OSError):
+            return
+        if request["op"] == "fork":
+            fd = recv_handle(control)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _forked(request, fd, control, data)  # never returns
+            os.close(fd)  # the forked child holds the only copy: its death shows as EOF to the parent
+            children.add(pid)
+            control.send({"pid": pid})
+        elif request["op"] == "wait":
+            pid = request["pid"]
+            code = _wait(pid, request.get("timeout"))
+            if code is not None:
+                children.discard(pid)
+            control.send({"exitcode": code})
+
+
+def _wait(pid: int, timeout: float | None) -> int | None:
+    """Reap a forked child, waiting up to `timeout` s (None: for ever); its exit code (-N: killed by signal N),
+    or None if it still runs."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG if deadline is not None else 0)
+        except ChildProcessError:
+            return 0  # reaped before: nothing more to know
+        if done:
+            return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(WAIT_SLICE_SECONDS)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this forked child if the server dies (a killed server must leave no orphans)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _forked(request: dict, fd: int, control: Connection, data) -> None:
+    """A forked child: train the request's run (or answer as the probe), then exit without the server's
+    clean-up (os._exit: no atexit handlers or finalizers of the server run here)."""
+    server = os.getppid()
+    _die_with_parent()
+    if os.getppid() != server:  # the server died between the fork and the prctl
+        os._exit(1)
+    code = 0
+    conn = Connection(fd)
+    try:
+        control.close()  # the server's pipe is not this child's
+        if request.get("log_path"):
+            from batchlab.core.training.child import _redirect_output
+
+            _redirect_output(request["log_path"])
+        if request["kind"] == "probe":
+            conn.send(_probe_report(request["spec"], True, data)[0])
+        else:
+            _train(request, conn, data)
+    except BaseException:  # noqa: BLE001 - whatever happens, this process must not return into the server's loop
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _train(request: dict, conn: Connection, data) -> None:
+    """One run in this forked child, its events on `conn`; a stop is anything the parent writes on it."""
+    startup = StartupClock.forked(request["requested_at"])
+    run_dict = request["run"]
+    try:
+        run = RunSpec.from_dict(run_dict)
+        _set_device_environment(run.sweep.device)
+        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
+        from batchlab.core.training import trainer
+
+        if data is None:
+            with startup.phase("data"):
+                data = trainer.load_run_data(run)
+        trainer.train_run(
+            run, conn.send, lambda: conn.poll(0), tf_device, nvml_index, device_name, data=data, startup=startup
+        )
+    except Exception as e:  # failures before training started; the sweep goes on with the next run
+        _report_setup_failure(conn, run_dict.get("index"), e)
+    finally:
+        conn.close()
