@@ -13,12 +13,14 @@ start and TensorFlow import:
             same seed) and calls model.fit(x, y, batch_size=b, epochs=E, shuffle=False, verbose=0)
             (with the same validation data when --val-samples > 0);
   batchlab  `batchlab sweep --preset mnist-autoencoder --val-samples N --quiet --out TMP` as a user
-            types it (on the CPU: the probe's child takes the first run and is reused for every next
-            run that follows one that ended ok: one TensorFlow import);
+            types it (on a Linux CPU: a fork server imports TensorFlow once and forks a process per run
+            and for the probe);
+  reuse     (with --reuse) the same with `--reuse-children`: the probe's child takes the first run and
+            is reused for every next run that follows one that ended ok (one process, one import);
   standby   (with --standby) the same with `--fresh-children`: a process per run, each prepared while the
             previous run trains (a standby);
-  fresh     (with --fresh) a process per run started only when its run is asked for
-            (SweepRunner(standby=False, reuse=False)), to show what the standby children buy.
+  fresh     (with --fresh) a process per run started only when its run is asked for, each importing
+            TensorFlow (SweepRunner(standby=False, reuse=False, fork=False)).
 
 The ways run in interleaved rounds whose order alternates (fit, batchlab / batchlab, fit), so load
 from other processes on a shared machine falls on both alike; the ratio of each round's pair is
@@ -27,7 +29,7 @@ printed, then the median and the range over rounds, with the load average before
 Usage (from the repository root):
 
     .venv/bin/python bench/bench_sweep_tax.py [--repeats 3] [--epochs 10] [--val-samples 0] [--standby]
-        [--fresh] [--batch-sizes 8,16,...]
+        [--fresh] [--reuse] [--batch-sizes 8,16,...]
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ sys.path.insert(0, str(REPO_ROOT))
 PRESET = "mnist-autoencoder"
 TARGET_RATIO = 1.10  # batchlab / fit wall time: at most this
 SEED = 0
-FIT, BATCHLAB, STANDBY, FRESH = "fit", "batchlab", "standby", "fresh"
+FIT, BATCHLAB, STANDBY, FRESH, REUSE = "fit", "batchlab", "standby", "fresh", "reuse"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-sizes", default=None, help="comma-separated batch sizes (default: the preset's, 8-512)")
     p.add_argument("--standby", action="store_true", help="also time --fresh-children (a standby child per run)")
     p.add_argument("--fresh", action="store_true", help="also time the sweep with a fresh child per run")
+    p.add_argument("--reuse", action="store_true", help="also time --reuse-children (one reused process)")
     p.add_argument("--hand-written", action="store_true", help=argparse.SUPPRESS)  # the fit way's own process
     p.add_argument("--no-standby", dest="no_standby", metavar="OUT", help=argparse.SUPPRESS)  # the fresh way
     return p.parse_args(argv)
@@ -105,7 +108,7 @@ def fresh_sweep(args: argparse.Namespace) -> int:
     from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
     spec = build_spec(sweep_values(args))
-    runner = SweepRunner(spec, standby=False, reuse=False)
+    runner = SweepRunner(spec, standby=False, reuse=False, fork=False)
     return 0 if run_sweep(spec, args.no_standby, runner=runner) == "complete" else 1
 
 
@@ -118,7 +121,7 @@ def command(way: str, args: argparse.Namespace, out: Path) -> list[str]:
     if way == FRESH:
         return [*me, "--no-standby", str(out), *common]
     batchlab = str(Path(sys.executable).with_name("batchlab"))
-    fresh_children = ["--fresh-children"] if way == STANDBY else []
+    fresh_children = {STANDBY: ["--fresh-children"], REUSE: ["--reuse-children"]}.get(way, [])
     return [batchlab, "sweep", "--preset", PRESET, "--device", "cpu", "--seeds", str(SEED), "--quiet"] + [
         "--out",
         str(out),
@@ -175,7 +178,7 @@ def report_startup(files: dict[str, list[Path]]) -> None:
         return
     print("\nsteady samples/s against fresh children (median over rounds; >1: faster than a fresh child):")
     sizes = sorted({r.batch_size for r in sweeps[BATCHLAB][0].ordered_runs()})
-    others = [w for w in (BATCHLAB, STANDBY) if w in sweeps]
+    others = [w for w in (BATCHLAB, REUSE, STANDBY) if w in sweeps]
     for b in sizes:
         rate = {}
         for way in (*others, FRESH):
@@ -191,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         return hand_written_sweep(args)
     if args.no_standby:
         return fresh_sweep(args)
-    ways = [FIT, BATCHLAB] + ([STANDBY] if args.standby else []) + ([FRESH] if args.fresh else [])
+    ways = [FIT, BATCHLAB] + ([REUSE] if args.reuse else []) + ([STANDBY] if args.standby else [])
+    ways += [FRESH] if args.fresh else []
     print(f"command:  {shlex.join([sys.executable, *sys.argv])}")
     print(f"date:     {datetime.now().astimezone().isoformat(timespec='seconds')}")
     machine = f"{os.cpu_count()} logical CPUs, {platform.machine()}, {platform.system()}"
