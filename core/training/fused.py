@@ -23,8 +23,9 @@ What changes in the records, and why:
   every step of a call gets its own rate, as in the one-step loop.
 - **tracing**: the first call traces (its K steps are marked `traced`); later calls, including a
   shorter last call or a short last batch, do not (the step count and batch are tensors). With XLA
-  the call is compiled for the run's batch size; an epoch's short last batch runs in the graph
-  instead (traced once, marked `traced`), as a second XLA compile would cost seconds of CPU.
+  the call is compiled for the run's batch size from that same trace (a thin jit_compile wrapper
+  with the batch as a constant, so Keras's train_step is traced once); an epoch's short last batch
+  runs in the graph function, already traced, as a second XLA compile would cost seconds of CPU.
 - **memory**: the training arrays are on the device for the whole run (on a GPU: samples x
   features x 4 bytes, 16 MB for 5,000 MNIST images), which the run's memory figures include.
 """
@@ -57,10 +58,14 @@ class FusedFunction:
     (--xla) the whole call, loop, batch gathers and K train steps, is one XLA cluster, which leaves no
     per-step executor, Python or host work. XLA compiles for one batch shape (seconds of CPU on a CPU),
     so only the run's batch size uses it; another one (an epoch's short last batch) runs in the graph.
+    Both run the graph function's one trace.
     """
 
     def __init__(self, model: Any, x, y, steps_per_call: int):
         self.names: list[str] = []
+        if not model.optimizer.built:
+            # its slots made now, not inside the first trace, which tf.function would then trace a second time
+            model.optimizer.build(model.trainable_variables)
         x_t = tf.convert_to_tensor(x)  # on the default device: the GPU when there is one
         y_t = tf.convert_to_tensor(y)
 
@@ -87,22 +92,36 @@ class FusedFunction:
             return rows.stack()
 
         self._graph = tf.function(fused, autograph=False)  # batch as a tensor: one trace for every batch size
-        self._xla = tf.function(fused, autograph=False, jit_compile=True) if model.jit_compile else None
-        self._xla_batch: int | None = None  # the one batch size XLA compiles for
+        self.xla = bool(model.jit_compile)
+        self._xla: Any = None  # built at the first call of the run's batch size, the one shape XLA compiles for
+        self._xla_batch: int | None = None
 
     def call(self, order, start: int, n: int, batch: int) -> np.ndarray:
         start_t, n_t = tf.constant(start, tf.int32), tf.constant(n, tf.int32)
-        if self._xla is not None and self._xla_batch in (None, batch):
-            self._xla_batch = batch
-            rows = self._xla(order, start_t, n_t, batch)  # a Python int: a static shape for XLA
+        if self.xla and self._xla_batch in (None, batch):
+            if self._xla is None:
+                self._xla = self._compiled(order, start_t, n_t, batch)
+            rows = self._xla(order, start_t, n_t)
         else:
             rows = self._graph(order, start_t, n_t, tf.constant(batch, tf.int32))
         return rows.numpy()[:n]  # the host copy waits for the device
 
+    def _compiled(self, order, start_t, n_t, batch: int):
+        """The XLA function for `batch`: a thin jit_compile wrapper calling the graph function's one trace
+        with the batch as a constant, which XLA folds into static shapes. Tracing Keras's train_step is
+        about a second of CPU; a jit_compile tf.function of `fused` itself would trace it again, and the
+        epoch's short last batch (the graph function) once more (bench/bench_xla_compile.py)."""
+        self._xla_batch = batch
+        graph = self._graph.get_concrete_function(order, start_t, n_t, tf.constant(batch, tf.int32))
+        # the constant made inside the wrapper's graph (a captured eager tensor would be a runtime argument)
+        return tf.function(
+            lambda o, s, k: graph(o, s, k, tf.constant(batch, tf.int32)), autograph=False, jit_compile=True
+        )
+
     def experimental_get_tracing_count(self) -> int:
         """Traces so far of both functions (each trace of the XLA one is followed by its compile), for
         hooks.TraceWatch."""
-        functions = [f for f in (self._graph, self._xla) if f is not None]
+        functions = [f for f in (self._graph, self._xla) if f is not None]  # the XLA one: its thin wrapper
         return sum(int(f.experimental_get_tracing_count()) for f in functions)
 
 
