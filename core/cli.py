@@ -154,7 +154,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="with --target: train on to the budget after the target was met (default: stop there)",
     )
     sweep.add_argument("--nesterov", dest="nesterov", action="store_true", default=None, help="Nesterov momentum (sgd)")
-    sweep.add_argument("--xla", action="store_true", default=None, help="compile the train step with XLA (jit_compile)")
+    sweep.add_argument(
+        "--xla",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="auto",
+        help="compile the train step with XLA (jit_compile); --xla auto: only in runs whose steps repay the compile",
+    )
     sweep.add_argument(
         "--mixed-precision",
         action="store_true",

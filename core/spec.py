@@ -148,7 +148,7 @@ class SweepSpec:
     noise_scale_parts: int = _DEFAULTS["noise_scale_parts"]
     # Fused and compiled execution (core/training/fused.py, execution.py; docs/performance.md).
     fused: int = _DEFAULTS["fused"]  # steps per call of the step function; each step's loss still recorded
-    xla: bool = _DEFAULTS["xla"]  # jit_compile the train step
+    xla: bool | str = _DEFAULTS["xla"]  # jit_compile the train step: True, False or "auto" (where it pays)
     mixed_precision: bool = _DEFAULTS["mixed_precision"]  # mixed_float16 with loss scaling (GPU only)
     # Batch-size schedule per run (core/batch_rules.py, docs/learning-rates.md).
     batch_schedule: str = _DEFAULTS["batch_schedule"]
@@ -329,6 +329,7 @@ def parse_accumulate(value: Any) -> int:
 
 
 MAX_FUSED = 4096
+XLA_AUTO = "auto"  # xla: compile only where the run's steps repay the compile (core/training/xla_choice.py)
 
 
 def parse_fused(value: Any) -> int:
@@ -340,8 +341,14 @@ def parse_fused(value: Any) -> int:
     return k
 
 
-def parse_xla(value: Any) -> bool:
-    return _bool("xla", False if _blank(value) else value)
+def parse_xla(value: Any) -> bool | str:
+    """True, False or "auto" (XLA only where the run's steps repay the compile: core/training/xla_choice.py)."""
+    if isinstance(value, str) and value.strip().lower() == XLA_AUTO:
+        return XLA_AUTO
+    try:
+        return _bool("xla", False if _blank(value) else value)
+    except SpecError:
+        raise SpecError("xla", f"{value!r} is not allowed; use true, false or {XLA_AUTO}") from None
 
 
 def parse_mixed_precision(value: Any) -> bool:

@@ -9,12 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from batchlab.core.cli import SWEEP_OPTIONS
+from batchlab.core.spec import XLA_AUTO
 from batchlab.gui.collapsible import Collapsible
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QLineEdit, QVBoxLayout
 
 EXECUTION_FIELDS = ("accumulate", "fused", "xla", "mixed_precision", "noise_scale_every", "noise_scale_parts")
 _CLI_HELP = {field: text for _option, field, text in SWEEP_OPTIONS}
-_CLI_HELP["xla"] = "compile the train step with XLA (jit_compile)"
+_CLI_HELP["xla"] = (
+    "compile the train step with XLA (jit_compile); partly checked (--xla auto): only in runs whose steps repay "
+    "the compile"
+)
 _CLI_HELP["mixed_precision"] = "mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)"
 
 
@@ -34,7 +39,8 @@ class ExecutionFields:
         self.fused = QLineEdit()
         self.fused.setPlaceholderText("1: one step per call")
         self._row(form, "fused", "Fused steps per call", self.fused)
-        self.xla = QCheckBox("compile the train step with XLA")
+        self.xla = QCheckBox("compile the train step with XLA (partly checked: only where it pays)")
+        self.xla.setTristate(True)  # unchecked: off, partly: auto (xla_choice.py), checked: on
         self._row(form, "xla", "", self.xla)
         self.mixed_precision = QCheckBox("mixed precision (float16, GPU only)")
         self._row(form, "mixed_precision", "", self.mixed_precision)
@@ -51,7 +57,7 @@ class ExecutionFields:
         return {
             "accumulate": self.accumulate.text(),
             "fused": self.fused.text(),
-            "xla": self.xla.isChecked(),
+            "xla": XLA_AUTO if self.xla.checkState() == Qt.CheckState.PartiallyChecked else self.xla.isChecked(),
             "mixed_precision": self.mixed_precision.isChecked() and a("mixed_precision"),
             "noise_scale_every": self.noise_scale_every.text(),
             "noise_scale_parts": self.noise_scale_parts.text() if a("noise_scale_parts") else None,
@@ -88,7 +94,9 @@ class ExecutionFields:
         accumulate = str(values.get("accumulate") or "").strip()
         if accumulate not in ("", "1"):
             parts.insert(0, f"{accumulate} micro-batches per update")
-        if values["xla"]:
+        if values["xla"] == XLA_AUTO:
+            parts.append("XLA where it pays")
+        elif values["xla"]:
             parts.append("XLA")
         parts.append("mixed precision" if values["mixed_precision"] else "float32")
         every = str(values["noise_scale_every"]).strip()

@@ -135,6 +135,8 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             editor.textChanged.connect(self._changed)
         elif isinstance(editor, QComboBox):
             editor.currentIndexChanged.connect(self._changed)
+        elif isinstance(editor, QCheckBox) and editor.isTristate():  # partly -> checked does not toggle
+            editor.stateChanged.connect(self._changed)
         elif isinstance(editor, QCheckBox):
             editor.toggled.connect(self._changed)
 
@@ -434,6 +436,8 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             text = str(int(value))  # a run file's warmup 2.0 reads as 2
         if isinstance(editor, QLineEdit):
             editor.setText(text)
+        elif isinstance(editor, QCheckBox) and editor.isTristate() and text.lower() == "auto":
+            editor.setCheckState(Qt.CheckState.PartiallyChecked)  # xla: auto
         elif isinstance(editor, QCheckBox):
             editor.setChecked(value is True or text.lower() in ("1", "true", "yes", "on"))
         elif field == "data":

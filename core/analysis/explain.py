@@ -375,7 +375,15 @@ def explain_execution(sweep: SweepData) -> list[str]:
             f"fused, {', '.join(map(str, calls))} steps per call (each step's loss is its own; step times are "
             "the call's time / its steps, fetching included, so the step-time line and the time split are per call)"
         )
-    if xla:
+    if sweep.spec.get("xla") == "auto":
+        on = [r.batch_size for r in runs if int(r.attrs.get("xla", 0) or 0)]
+        off = [r.batch_size for r in runs if not int(r.attrs.get("xla", 0) or 0)]
+        parts.append(
+            "XLA where a run's steps repay its compile (--xla auto): compiled at "
+            f"{', '.join(map(str, sorted(set(on)))) or 'no batch size'}, not at "
+            f"{', '.join(map(str, sorted(set(off)))) or 'any'} (each run's xla_choice attribute gives the estimate)"
+        )
+    elif xla:
         parts.append("the train step compiled with XLA")
     if precision:
         parts.append(f"{', '.join(precision)} with loss scaling")

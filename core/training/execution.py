@@ -3,7 +3,8 @@
 - XLA (`xla`): the model's `jit_compile` is set before the step function is built, so the
   instrumented loop, the fused loop and `fit` all compile the train step with XLA. Without it the
   model keeps Keras's own choice ("auto": XLA on a GPU when the model supports it, never on a CPU);
-  the run file's `xla` attribute records what the run used.
+  with `xla = "auto"` a run on the CPU compiles only when its steps repay the compile
+  (xla_choice.py). The run file's `xla` attribute records what the run used, `xla_choice` why.
 - Mixed precision (`mixed_precision`): Keras's `mixed_float16` policy is set before the model is
   built (layers compute in float16, variables stay float32), the output layer stays float32 (its
   softmax/sigmoid and the loss need float32 range), and `compile` wraps the optimizer in a
@@ -17,6 +18,7 @@ from typing import Any
 
 import keras
 from batchlab.core.spec import MIXED_PRECISION_ON_CPU, RunSpec, SpecError
+from batchlab.core.training.xla_choice import choose_xla
 
 MIXED = "mixed_float16"
 FLOAT32 = "float32"
@@ -42,19 +44,26 @@ def output_dtype() -> str | None:
     return FLOAT32 if keras.mixed_precision.global_policy().name == MIXED else None
 
 
-def apply_xla(model: Any, spec: Any) -> None:
-    """Compile the train step with XLA when the spec asks for it (before any step function is built)."""
-    if getattr(spec, "xla", False):
-        model.jit_compile = True
+def apply_xla(model: Any, spec: Any, steps: int, batch_size: int) -> str:
+    """Compile the train step with XLA when the spec asks for it, or with `auto` where the run's `steps` at
+    `batch_size` repay the compile (xla_choice.py), before any step function is built; returns why, in words."""
+    import tensorflow as tf
+
+    on_gpu = bool(tf.config.list_logical_devices("GPU"))
+    choice = choose_xla(getattr(spec, "xla", False), steps, batch_size, on_gpu)
+    if choice.compile is not None:
+        model.jit_compile = choice.compile
+    return choice.reason
 
 
-def execution_fields(run: RunSpec, model: Any) -> dict[str, Any]:
-    """run_started fields: steps per call, how step times were taken, XLA and the dtype policy used."""
+def execution_fields(run: RunSpec, model: Any, xla_choice: str = "") -> dict[str, Any]:
+    """run_started fields: steps per call, how step times were taken, XLA (and why) and the dtype policy used."""
     k = int(getattr(run.sweep, "fused", 1) or 1)
     policy = getattr(model, "dtype_policy", None)
     return {
         "steps_per_call": k,
         "step_timing": STEP_TIMING_PER_CALL if k > 1 else STEP_TIMING_PER_STEP,
         "xla": int(bool(getattr(model, "jit_compile", False))),
+        "xla_choice": xla_choice,
         "precision": str(getattr(policy, "name", FLOAT32)),
     }

@@ -195,6 +195,7 @@ class RunSetup:
     task: str = ""  # core.loss_targets.TASKS: recorded as the run's `task` attribute
     targets: str = ""  # how the targets are laid out, e.g. "one-hot"
     batch_plan: batch_rules.BatchPlan | None = None  # a batch-size schedule; None: batch_size throughout
+    xla_choice: str = ""  # whether and why the train step is compiled with XLA (execution.apply_xla)
 
     @property
     def samples(self) -> int:
@@ -233,7 +234,7 @@ def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
     schedule = build_schedule(plan, scalable=scalable) if plan is not None else None
     learning_rate = schedule.learning_rate if schedule is not None else None
     built = build_model(run, data, learning_rate)
-    apply_xla(built.model, spec)
+    xla_choice = apply_xla(built.model, spec, total_steps, run.batch_size)
     for note in built.notes:
         emit(log_event("info", note, run=run.index))
     return RunSetup(
@@ -247,6 +248,7 @@ def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
         built.task,
         built.targets,
         batch_plan,
+        xla_choice,
     )
 
 
@@ -624,7 +626,7 @@ def train_run(
                 **engine.run_fields(),
                 **flops_fields(setup.model),
                 **accumulation_fields(run),
-                **execution_fields(run, setup.model),
+                **execution_fields(run, setup.model, setup.xla_choice),
                 **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
                 **(setup.batch_plan.attrs() if setup.batch_plan is not None else {}),
                 **(startup.fields() if startup is not None else {}),

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from batchlab.core import cli
 from batchlab.core.spec import MIXED_PRECISION_ON_CPU, SpecError, build_spec
 
 from tests.core.test_cli import assert_one_line_error, batchlab
@@ -40,9 +41,10 @@ def run(**changes):
         "evaluations": [[e["steps"], e["val_loss"]] for e in events if e["type"] == "evaluation"],
         "epochs": [e["train_loss"] for e in events if e["type"] == "epoch_ended"],
         "attrs": {k: started[k] for k in ("steps_per_call", "step_timing", "xla", "precision")},
+        "xla_choice": started["xla_choice"],
     }
 
-out = {"one": run(), "fused": run(fused=4), "fused_xla": run(fused=4, xla=True)}
+out = {"one": run(), "fused": run(fused=4), "fused_xla": run(fused=4, xla=True), "fused_auto": run(fused=4, xla="auto")}
 try:
     from batchlab.core.training.workloads import build_model
     from batchlab.core.datasets import load_spec_data, prepare_arrays
@@ -96,6 +98,33 @@ def test_xla_compiles_the_fused_step_and_keeps_the_losses(runs):
         assert b == pytest.approx(a, rel=1e-4)  # XLA may fuse and reorder float32 sums
 
 
+def test_xla_auto_leaves_a_short_run_uncompiled_and_says_why_in_the_file(runs):
+    auto, fused = runs["fused_auto"], runs["fused"]
+    assert auto["status"] == "ok" and auto["attrs"]["xla"] == 0  # 14 steps cannot repay a compile
+    assert auto["xla_choice"].startswith("auto: off, 14 steps x ~3.0 ms saved = ~0.0 s < ~2.5 s compile")
+    assert auto["loss"] == fused["loss"]  # the same graph function
+    assert runs["fused_xla"]["xla_choice"] == "on (--xla)" and fused["xla_choice"].startswith("off")
+
+
+def test_xla_auto_cost_model_compiles_where_the_steps_repay_the_compile():
+    from batchlab.core.training.xla_choice import break_even_steps, choose_xla, saving_per_step
+
+    # 2.8 ms + 13.5 us x B saved per step against a 2.5 s compile (docs/benchmarks.md, "Cheaper XLA compiles")
+    assert saving_per_step(8) == pytest.approx(2.908e-3) and saving_per_step(512) == pytest.approx(9.712e-3)
+    assert break_even_steps(8) == 860  # 2.5 / 2.908e-3 = 859.7
+    assert break_even_steps(512) == 258  # 2.5 / 9.712e-3 = 257.4
+    assert choose_xla("auto", 860, 8, on_gpu=False).compile is True
+    assert choose_xla("auto", 859, 8, on_gpu=False).compile is False
+    # the default mnist-autoencoder sweep (5,000 samples, 10 epochs): batch 8-64 compile, 128-512 do not
+    steps = {8: 6250, 16: 3130, 32: 1570, 64: 790, 128: 400, 256: 200, 512: 100}
+    chosen = {b: choose_xla("auto", n, b, on_gpu=False).compile for b, n in steps.items()}
+    assert chosen == {8: True, 16: True, 32: True, 64: True, 128: False, 256: False, 512: False}
+    assert "6,250 steps x ~2.9 ms saved = ~18.2 s >= ~2.5 s compile" in choose_xla("auto", 6250, 8, False).reason
+    assert choose_xla("auto", 10, 8, on_gpu=True).compile is None  # on a GPU: Keras's own choice
+    assert choose_xla(True, 10, 8, on_gpu=False).compile is True
+    assert choose_xla(False, 10**6, 8, on_gpu=False).compile is None
+
+
 def test_mixed_precision_is_refused_where_tensorflow_sees_no_gpu(runs):
     assert runs["mixed"] == f"mixed_precision: {MIXED_PRECISION_ON_CPU}"
 
@@ -109,7 +138,7 @@ def test_mixed_precision_is_refused_where_tensorflow_sees_no_gpu(runs):
         ({"fused": 8, "sync": "sampled"}, "fused", "sync sampled"),
         ({"fused": 8, "noise_scale_every": 10}, "fused", "noise_scale_every"),
         ({"mixed_precision": True, "device": "cpu"}, "mixed_precision", "unsupported on CPU"),
-        ({"xla": "maybe"}, "xla", "true or false"),
+        ({"xla": "maybe"}, "xla", "true, false or auto"),
     ],
 )
 def test_execution_settings_refused_in_one_line(values, field, phrase):
@@ -123,6 +152,10 @@ def test_execution_settings_default_off_and_round_trip():
     assert (spec.fused, spec.xla, spec.mixed_precision) == (1, False, False)
     fused = build_spec({"preset": "mnist-autoencoder", "fused": "16", "xla": True})
     assert type(fused).from_dict(fused.to_dict()) == fused and fused.fused == 16
+    auto = build_spec({"preset": "mnist-autoencoder", "xla": " Auto "})
+    assert auto.xla == "auto" and type(auto).from_dict(auto.to_dict()) == auto
+    cli_args = cli._build_parser().parse_args
+    assert [cli_args(["sweep", *a]).xla for a in (["--xla"], ["--xla", "auto"], [])] == [True, "auto", None]
 
 
 def test_cli_refuses_mixed_precision_on_the_cpu():
@@ -141,6 +174,13 @@ def test_the_explanation_names_fused_and_compiled_execution_only_when_used():
         run.attrs.update(steps_per_call=8, step_timing="per call", xla=1, precision="mixed_float16")
     (line,) = [line for line in explain_sweep(sweep) if line.startswith("Execution:")]
     assert "fused, 8 steps per call" in line and "XLA" in line and "mixed_float16 with loss scaling" in line
+    sweep.spec["xla"] = "auto"
+    for run in sweep.ordered_runs():
+        run.attrs["xla"] = int(run.batch_size <= 64)
+    (line,) = [line for line in explain_sweep(sweep) if line.startswith("Execution:")]
+    sizes = sorted({r.batch_size for r in sweep.ordered_runs()})
+    on, off = [b for b in sizes if b <= 64], [b for b in sizes if b > 64]
+    assert f"(--xla auto): compiled at {', '.join(map(str, on))}, not at {', '.join(map(str, off))}" in line
 
 
 def test_nvml_finds_the_gpu_by_the_bus_id_tensorflow_reports_in_both_domain_widths():

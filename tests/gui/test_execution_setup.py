@@ -73,10 +73,11 @@ CLI_CASES = [
     ["--fused", "8", "--xla", "--accumulate", "4"],
     ["--noise-scale-every", "5", "--noise-scale-parts", "8", "--lr-rule", "linear"],
     ["--mixed-precision", "--device", "auto", "--fused", "2", "--sync", "every_step", "--xla"],
+    ["--fused", "16", "--xla", "auto"],
 ]
 
 
-@pytest.mark.parametrize("argv", CLI_CASES, ids=["fused-xla", "noise-scale", "mixed-precision"])
+@pytest.mark.parametrize("argv", CLI_CASES, ids=["fused-xla", "noise-scale", "mixed-precision", "xla-auto"])
 def test_the_panel_builds_the_spec_the_cli_builds_and_loads_it_back(panel, argv):
     args = cli._build_parser().parse_args(
         ["sweep", "--preset", "mnist-mlp", "--samples", "256", "--val-samples", "64", "--batch-sizes", "16,64", *argv]
@@ -91,7 +92,15 @@ def test_the_panel_builds_the_spec_the_cli_builds_and_loads_it_back(panel, argv)
     assert panel.spec().to_dict() == cli_spec.to_dict()
     d = cli_spec.to_dict()
     assert panel.accumulate.text() == str(d["accumulate"]) and panel.fused.text() == str(d["fused"])
-    assert panel.xla.isChecked() is d["xla"]
+    assert panel.values()["xla"] == d["xla"]  # the box partly checked for auto
+    assert (
+        panel.xla.checkState()
+        == {
+            True: Qt.CheckState.Checked,
+            False: Qt.CheckState.Unchecked,
+            "auto": Qt.CheckState.PartiallyChecked,
+        }[d["xla"]]
+    )
     assert panel.mixed_precision.isChecked() is d["mixed_precision"]
     assert panel.noise_scale_every.text() == ("" if d["noise_scale_every"] is None else str(d["noise_scale_every"]))
 
@@ -105,6 +114,11 @@ def test_the_section_summarises_itself_and_the_preset_description_lists_changes(
     p.accumulate.setText("4")
     assert p.execution.summary.text().startswith("4 micro-batches per update · 8 steps per call")
     assert "fused 8 (preset: 1); xla yes (preset: no)" in p.preset_description.text()
+    p.xla.click()  # checked -> unchecked -> partly checked (auto), as a user clicks through them
+    assert p.values()["xla"] is False
+    p.xla.click()
+    assert p.values()["xla"] == "auto" and p.spec().xla == "auto"
+    assert "8 steps per call · XLA where it pays" in p.execution.summary.text()
     p.set_values({**MLP, "noise_scale_every": "20", "noise_scale_parts": "8"})
     assert p.execution.summary.text().endswith("noise scale every 20 steps in 8 parts")
     assert "noise scale every 20 (preset: none)" in p.preset_description.text()
