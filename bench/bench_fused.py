@@ -13,7 +13,8 @@ Each way is a fresh process timed from launch to exit, as a user pays it:
            (bench_fit_parity.measure_fit: the same code that bench measures throughput with);
   fused    `batchlab sweep --preset mnist-autoencoder --val-samples 0 --fused K --quiet` (every step
            recorded, the run file written), with `--xla` added when this bench is given --xla (the
-           whole K-step call compiled by XLA);
+           whole K-step call compiled by XLA), `--xla auto` with --xla auto (XLA only in runs whose
+           steps repay the compile: core/training/xla_choice.py);
   default  (with --with-default) the same sweep without --fused, for the side-by-side.
 
 Ways are interleaved in pairs whose order alternates over repeats, so drift and other load fall on all
@@ -26,7 +27,7 @@ losses) with fit's epoch loss, and checks the file has one row per step.
 Usage (from the repository root):
 
     .venv/bin/python bench/bench_fused.py [--fused 64] [--repeats 2] [--with-default]
-        [--xla] [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
+        [--xla [auto]] [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ TARGET_RATIO = 0.35  # fused sweep wall time / hand-written fit sweep wall time:
 DEFAULT_FUSED = 64
 DEFAULT_REPEATS = 2
 FIT, FUSED, DEFAULT = "fit", "fused", "default"
+XLA_WORDS = {None: "", "on": " with --xla", "auto": " with --xla auto"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -67,7 +69,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fused", type=int, default=DEFAULT_FUSED, help=f"steps per call (default {DEFAULT_FUSED})")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="pairs per way (default 2)")
     p.add_argument("--with-default", action="store_true", help="also time the sweep without --fused")
-    p.add_argument("--xla", action="store_true", help="the fused sweep also with --xla (jit_compile)")
+    p.add_argument(
+        "--xla",
+        nargs="?",
+        const="on",
+        choices=("on", "auto"),
+        default=None,
+        help="the fused sweep also with --xla (jit_compile); --xla auto: XLA only where a run's steps repay it",
+    )
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--hand-written-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -116,7 +125,7 @@ def run_batchlab(args: argparse.Namespace, out: Path, fused: int) -> tuple[float
     cmd += ["--batch-sizes", args.batch_sizes, "--epochs", str(args.epochs), "--samples", str(args.samples)]
     cmd += ["--device", "cpu" if args.device == "cpu" else "gpu:0", "--out", str(out), "--overwrite", "--quiet"]
     if fused > 1:
-        cmd += ["--fused", str(fused)] + (["--xla"] if args.xla else [])
+        cmd += ["--fused", str(fused)] + {None: [], "on": ["--xla"], "auto": ["--xla", "auto"]}[args.xla]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = "-1"
@@ -135,6 +144,7 @@ def run_batchlab(args: argparse.Namespace, out: Path, fused: int) -> tuple[float
             "distinct_losses": int(len(set(steps.tolist()))),
             "steps_per_call": int(run.attrs.get("steps_per_call", 1)),
             "total_time": float(run.total_time),
+            "xla": int(run.attrs.get("xla", 0) or 0),
         }
     return wall, {"train_s": sum(r["total_time"] for r in runs.values()), "runs": runs, "cpu_s": cpu}
 
@@ -151,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load:       {_uptime()}")
     print(
         f"workload:   {PRESET}, batch {args.batch_sizes}, {args.samples} samples, {args.epochs} epochs, shuffle off, "
-        f"validation off; fused = {args.fused} steps per call{' with --xla' if args.xla else ''}\n"
+        f"validation off; fused = {args.fused} steps per call{XLA_WORDS[args.xla]}\n"
     )
     walls: dict[str, list[float]] = {w: [] for w in ways}
     train: dict[str, list[float]] = {w: [] for w in ways}
@@ -179,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{w} {walls[w][-1]:6.1f} s (training {train[w][-1]:5.1f} s, CPU {cpu[w][-1]:5.1f} s)" for w in ways
             )
             print(f"  repeat {r + 1}/{args.repeats} order {'/'.join(order)}: {line}", flush=True)
+            if args.xla:
+                compiled = [b for b in batch_sizes if results[FUSED]["runs"][b]["xla"]]
+                print(f"    fused runs compiled with XLA: batch {', '.join(map(str, compiled)) or 'none'}", flush=True)
     print(f"\nload after: {_uptime()}\n")
     print(
         f"{'way':>8} {'wall s (median)':>16} {'training s':>11} {'ratio to fit':>13} {'pairs':>11} "
