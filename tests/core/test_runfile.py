@@ -574,7 +574,7 @@ def documented_sweep() -> list[dict]:
             event.update(nice=0, engine="loop", sync="every_step", fetch_overhead_s=0.0003)
             event.update(flops_per_sample=6.0e5, forward_flops_per_sample=2.0e5, flops_uncounted="")
             event.update(accumulation_steps=1, effective_batch_size=event["batch_size"])
-            event.update(steps_per_call=1, step_timing="per step", xla=0, precision="float32")
+            event.update(steps_per_call=1, step_timing="per step", xla=0, precision="float32", xla_choice="off")
             event.update(planned_steps=128, budget="2 epochs", target="val_accuracy=0.9", eval_every=32)
             event.update(rss_before_training_bytes=600 << 20)
             event.update(lr=0.001)
