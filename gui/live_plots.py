@@ -48,6 +48,7 @@ from batchlab.gui.plot_style import (
 from batchlab.gui.refresh import PlotPacer
 from batchlab.gui.running_epoch_marks import FOLLOW_STEPS, PROVISIONAL, RunningEpochMarks
 from batchlab.gui.step_envelope import StepEnvelope
+from batchlab.gui.sticky_view import StickyViewBox
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
@@ -64,16 +65,29 @@ class LivePlots(QWidget):
         pacer: PlotPacer | None = None,
         parent: QWidget | None = None,
         clock: Callable[[], float] = time.monotonic,
+        live: Callable[[], bool] = lambda: False,
     ):
         super().__init__(parent)
         self.colours = colours
+        self.live = live  # True while data arrives (the window's Refresher ticks): the plots' ranges are sticky
         self.pacer = pacer if pacer is not None else PlotPacer()  # the window passes its Refresher's
         self.plots: dict[str, pg.PlotWidget] = {
             plot_id: make_plot(
-                title, xl, xu, yl, yu, log2_x=plot_id == "epoch_split", many_points=PLOT_TABLE[plot_id] == "steps"
+                title,
+                xl,
+                xu,
+                yl,
+                yu,
+                log2_x=plot_id == "epoch_split",
+                many_points=PLOT_TABLE[plot_id] == "steps",
+                view_box=StickyViewBox(),
             )
             for plot_id, (title, xl, xu, yl, yu) in PLOTS.items()
         }
+        for widget in self.plots.values():
+            # Qt widens every repainted rect by 2 px for antialiased edges, so a repaint of the view took in
+            # the axes' tick labels next to it (see plot_style.Axis); items here keep inside their bounds.
+            widget.setOptimizationFlag(widget.OptimizationFlag.DontAdjustForAntialiasing, True)
         for plot_id in ("epoch_split", "throughput", "memory"):
             anchor = ZeroAnchor()
             self.plots[plot_id].getPlotItem().addItem(anchor)
@@ -252,12 +266,18 @@ class LivePlots(QWidget):
                 runs_changed = drawn or source not in self._bars_drawn
                 self._bars_drawn.add(source)
             changed = changed or runs_changed
+        item = self.plots[plot_id].getPlotItem()
+        view = item.getViewBox()
+        # While data arrives the range moves only when the data leaves it (gui/axis_range.py): the axes are
+        # not regenerated every frame. Once the sweep is over, the plot fits its data exactly again.
+        sticky = bool(self.live())
+        refit = view.sticky != sticky
+        view.sticky = sticky
         if changed:
-            item = self.plots[plot_id].getPlotItem()
             sync_legend(item)
+        if changed or refit:
             # Settle the auto-range and the view's transform now: left to the paint, they change the axes and
             # the grid from inside it, and Qt paints the plot a second time.
-            view = item.getViewBox()
             view.updateAutoRange()
             view.updateMatrix()
         return changed

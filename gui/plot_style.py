@@ -7,7 +7,7 @@ import math
 import pyqtgraph as pg
 from batchlab.gui.theme import contrast_ratio, relative_luminance
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen, QPicture
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 # Colour-blind-friendly qualitative palette: Okabe-Ito, then Tableau for more batch sizes, every
@@ -169,13 +169,45 @@ def run_brush(colour: QColor, *, dimmed: bool) -> pg.QtGui.QBrush:
 
 
 class Axis(pg.AxisItem):
-    """pyqtgraph's axis, but its label is re-rendered only when its text changes.
+    """pyqtgraph's axis, but its label is re-rendered only when its text changes, and a repaint of the
+    view beside it does not redraw its tick labels.
 
     An axis with units re-renders its label (HTML layout and a size check) on every change of the
     view range, to pick an SI prefix that rarely changes; on a live plot that is every frame.
+    Qt repaints a changed view with a margin of a few pixels that takes in the axis line next to it:
+    pyqtgraph then replays the whole axis, tick text included, on every plot update. Here a repaint
+    that exposes none of the tick text replays only the line and tick marks.
     """
 
     _label_html: str | None = None
+    _text_rect: QRectF | None = None  # where the cached picture draws tick text (item coordinates)
+    _lines_picture: QPicture | None = None  # the cached picture without its text
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.setFlag(self.GraphicsItemFlag.ItemUsesExtendedStyleOption)  # paint gets the exposed rect
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):  # noqa: N802,N803 (pyqtgraph override)
+        super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+        text = QRectF()
+        for rect, _flags, _text in textSpecs:
+            text = text.united(QRectF(rect))
+        self._text_rect = text
+        self._lines_picture = QPicture()
+        painter = QPainter(self._lines_picture)
+        try:
+            super().drawPicture(painter, axisSpec, tickSpecs, [])
+        finally:
+            painter.end()
+
+    def paint(self, p, opt, widget) -> None:
+        text, exposed = self._text_rect, opt.exposedRect
+        # an export paints without a widget or an exposed rect: the whole axis then
+        if widget is not None and not exposed.isEmpty() and self.picture is not None and text is not None:
+            if self._lines_picture is not None and not exposed.intersects(text):
+                self._lines_picture.play(p)
+                return
+        super().paint(p, opt, widget)
 
     def _updateLabel(self) -> None:  # noqa: N802 (pyqtgraph override)
         html = self.labelString()
@@ -314,16 +346,18 @@ def make_plot(
     *,
     log2_x: bool = False,
     many_points: bool = False,
+    view_box: pg.ViewBox | None = None,
 ):
     """A PlotWidget with labelled axes (units shown), a grid and a legend.
 
     many_points: its curves can hold millions of points (one per step), so they are clipped to the
     view and downsampled to peaks. Plots of a point per epoch or per run go without: both make
     every change of the view range recompute each curve's displayed data (2-3 ms a repaint).
+    view_box: the plot's ViewBox (the live plots pass a gui.sticky_view.StickyViewBox); default pyqtgraph's.
     """
     bottom = Log2Axis if log2_x else IntegerAxis if x_label == "epoch" else Axis
     axis_items = {"bottom": bottom(orientation="bottom"), "left": Axis(orientation="left")}
-    widget = pg.PlotWidget(title=title, axisItems=axis_items)
+    widget = pg.PlotWidget(title=title, axisItems=axis_items, viewBox=view_box)
     item = widget.getPlotItem()
     let_title_shrink(item.titleLabel)
     item.setLabel("bottom", x_label, units=x_units)

@@ -1,0 +1,80 @@
+"""Known answers for the live plots' sticky view ranges (gui/axis_range.py): pure arithmetic, no Qt."""
+
+import math
+
+import pytest
+from batchlab.gui.axis_range import LOOSE, X_HEADROOM, Y_HEADROOM, sticky_range
+
+
+def test_a_range_that_holds_the_data_is_kept_exactly():
+    # data 0..80 with 5% padding needs (-4, 84); the range shown, (-10, 120), holds it with room to spare
+    assert sticky_range((0.0, 80.0), (-10.0, 120.0), padding=0.05, headroom=0.5) == (-10.0, 120.0)
+
+
+def test_growing_past_the_top_leaves_headroom_there():
+    # steps 1..100 on a range that ended at 90: room for 1..149.5, padded by 5% of that (7.425) at both ends
+    assert sticky_range((1.0, 100.0), (-5.0, 90.0), padding=0.05, headroom=0.5) == pytest.approx((-6.425, 156.925))
+
+
+def test_a_falling_loss_moves_the_bottom_but_never_below_zero():
+    # loss 0.5..2.0 under a range from 0.8: room for 0.125..2.0, padded by 5% of 1.875 at both ends
+    assert sticky_range((0.5, 2.0), (0.8, 2.2), padding=0.05, headroom=0.25) == pytest.approx((0.03125, 2.09375))
+    # loss 0.1..2.0: the headroom would reach -0.375 (-0.494 padded); it stops at the padding below zero
+    assert sticky_range((0.1, 2.0), (0.8, 2.2), padding=0.05, headroom=0.25) == pytest.approx((-0.01875, 2.11875))
+
+
+def test_data_from_zero_gets_only_its_padding_below():
+    # memory from 0 (the zero anchor) up to 900 MiB, first fit: room for -225..1125 padded by 2% of 1350,
+    # but nothing below zero except that padding
+    assert sticky_range((0.0, 900.0), None, padding=0.02, headroom=0.25) == pytest.approx((-27.0, 1152.0))
+
+
+def test_data_at_the_edge_of_the_range_is_refit_before_it_touches_it():
+    # the data's top is inside the range but closer than half its padding (5% of 100 = 5, half: 2.5)
+    assert sticky_range((0.0, 100.0), (-5.0, 102.0), padding=0.05, headroom=0.5) != (-5.0, 102.0)
+    assert sticky_range((0.0, 100.0), (-5.0, 103.0), padding=0.05, headroom=0.5) == (-5.0, 103.0)
+
+
+def test_a_far_too_loose_range_is_refit_to_the_data():
+    # a new sweep's loss 0..1 on a range of 0..100 (data spans 1% of it): an exact fit, no headroom
+    assert sticky_range((0.0, 1.0), (-1.0, 100.0), padding=0.05, headroom=0.25) == pytest.approx((-0.05, 1.05))
+
+
+def test_a_refit_is_stable_and_holds_the_data():
+    cases = [((1.0, 700.0), (0.0, 30.0)), ((0.1, 2.4), (1.9, 2.1)), ((0.0, 5.0), None), ((-3.0, -1.0), (-1.5, 0.0))]
+    for data, current in cases:
+        for headroom in (X_HEADROOM, Y_HEADROOM):
+            first = sticky_range(data, current, padding=0.1, headroom=headroom)
+            assert first[0] < data[0] and data[1] < first[1]
+            assert sticky_range(data, first, padding=0.1, headroom=headroom) == first
+            assert (data[1] - data[0]) >= LOOSE * (first[1] - first[0])
+
+
+def test_a_run_of_frames_changes_the_range_rarely():
+    # steps growing by 20 a frame to 768 (batch 32, 4096 samples, 6 epochs): far fewer changes than frames
+    current, changes = None, 0
+    for n in range(20, 769, 20):
+        new = sticky_range((1.0, float(n)), current, padding=0.02, headroom=X_HEADROOM)
+        assert new[0] <= 1.0 and n <= new[1]
+        changes += new != current
+        current = new
+    assert changes <= 9  # of 38 frames: the exact fit changed it every frame
+
+
+def test_log_axes_have_no_zero_bound():
+    # log10 of losses 0.01..1 is -2..0: room for -2.5..0 padded by 0.125; "zero" (a loss of 1) is no bound
+    assert sticky_range((-2.0, 0.0), (-1.0, 0.5), padding=0.05, headroom=0.25, log=True) == pytest.approx(
+        (-2.625, 0.125)
+    )
+
+
+def test_one_point_is_kept_inside_or_left_to_pyqtgraph():
+    assert sticky_range((3.0, 3.0), (0.0, 10.0), padding=0.05, headroom=0.5) == (0.0, 10.0)
+    assert sticky_range((3.0, 3.0), (3.2, 10.0), padding=0.05, headroom=0.5) == (3.0, 3.0)
+    assert sticky_range((3.0, 3.0), None, padding=0.05, headroom=0.5) == (3.0, 3.0)
+
+
+def test_no_usable_data_is_handed_back_unchanged():
+    nan = float("nan")
+    out = sticky_range((nan, 1.0), (0.0, 1.0), padding=0.05, headroom=0.5)
+    assert math.isnan(out[0]) and out[1] == 1.0
