@@ -156,6 +156,11 @@ def _exporting(widget: pg.PlotWidget, pen_scale: float = 1.0):
     twice-as-large text; their pens are swapped in opts (what paint reads), not set through
     setPen, which would invalidate the bounds and could move the view while it is being drawn.
     """
+    # Items the live plots cache as device pixmaps (gui/live_plots.py) are painted afresh: a cached
+    # pixmap would be written into an SVG as an image, and into a 2x PNG at 1x.
+    cached = [(item, item.cacheMode()) for item in widget.scene().items() if item.cacheMode() != item.CacheMode.NoCache]
+    for item, _mode in cached:
+        item.setCacheMode(item.CacheMode.NoCache)
     items = [item for item in widget.scene().items() if hasattr(item, "setExportMode")]
     pens: list[tuple[pg.GraphicsObject, str, object]] = []
     for item in items:
@@ -176,6 +181,8 @@ def _exporting(widget: pg.PlotWidget, pen_scale: float = 1.0):
             item.opts[kind] = spec
         for item in items:
             item.setExportMode(False)
+        for item, mode in cached:
+            item.setCacheMode(mode)
 
 
 def _render(widget: pg.PlotWidget, device, pen_scale: float = 1.0) -> None:

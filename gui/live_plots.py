@@ -433,6 +433,8 @@ class LivePlots(QWidget):
             self._curves[key] = curve
             self._add_style_legend(series)
             self._style_curve(curve, run.batch_size)
+            for part in (curve.curve, curve.scatter):
+                part.setCacheMode(part.CacheMode.DeviceCoordinateCache)
         return curve
 
     def _label_memory(self) -> bool:

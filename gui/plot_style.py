@@ -362,7 +362,9 @@ def make_plot(
     let_title_shrink(item.titleLabel)
     item.setLabel("bottom", x_label, units=x_units)
     item.setLabel("left", y_label, units=y_units)
-    item.addItem(TickGrid(item), ignoreBounds=True)
+    grid = TickGrid(item)
+    grid.setCacheMode(grid.CacheMode.DeviceCoordinateCache)
+    item.addItem(grid, ignoreBounds=True)
     # pyqtgraph exempts a view's child group from reporting its transform as a change of the items' bounds,
     # but under a misspelt flag (ChildGroup sets `__inform_view_on_change`, GraphicsObject reads `..._changes`):
     # every range change then queued a second auto-range from inside the paint, and a second repaint.
