@@ -237,6 +237,7 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
 
     window.live.update_plot = timed_update
     painted = PaintCounter(window.live.plots)
+    regenerated = _count_axis_regenerations(window.live.plots)
     end = stream[-1][0] + 1.0
     i = 0
     start = time.thread_time()
@@ -267,6 +268,7 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
     window.refresher.timer.isActive = lambda: False
     window.close()
     paints = dict(painted.count)
+    regenerated.stop()
     return {
         "total": total,
         "stream_s": end,
@@ -274,6 +276,7 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
         "changes": changes,
         "runs": _run_spans(stream),
         "paints": paints,
+        "axes": dict(regenerated.count),
     }
 
 
@@ -286,6 +289,33 @@ def _run_spans(stream) -> list[tuple[float, float]]:
         elif e["type"] == "run_ended":
             spans.append((first[e["run"]], t))
     return spans
+
+
+class _AxisCounter:
+    """Counts how often each live plot's axes regenerate their tick text (a range change does it): load-independent."""
+
+    def __init__(self, plots: dict):
+        import pyqtgraph as pg
+
+        self._cls, self._original = pg.AxisItem, pg.AxisItem.generateDrawSpecs
+        owners = {id(w.getPlotItem().getAxis(n)): name for name, w in plots.items() for n in ("left", "bottom")}
+        self.count = dict.fromkeys(plots, 0)
+        original, count = self._original, self.count
+
+        def counted(axis, painter):
+            name = owners.get(id(axis))
+            if name is not None:
+                count[name] += 1
+            return original(axis, painter)
+
+        self._cls.generateDrawSpecs = counted
+
+    def stop(self) -> None:
+        self._cls.generateDrawSpecs = self._original
+
+
+def _count_axis_regenerations(plots: dict) -> _AxisCounter:
+    return _AxisCounter(plots)
 
 
 class PaintCounter(QObject):
@@ -328,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"paints of the live plots: {sum(result['paints'].values())} in all, "
         + ", ".join(f"{k} {v}" for k, v in result["paints"].items())
+    )
+    print(
+        f"axis tick-text regenerations of the live plots (left + bottom): {sum(result['axes'].values())} in all, "
+        + ", ".join(f"{k} {v}" for k, v in result["axes"].items())
     )
     print("plot changes while a run trained (simulated s between changes): median / longest / count")
     for plot_id, times in result["changes"].items():

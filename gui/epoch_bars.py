@@ -111,6 +111,9 @@ class EpochBars:
             item = self.items.get(key)
             if item is None:
                 item = self.items[key] = pg.BarGraphItem(x=[], height=[], width=width)
+                # the finished epochs' bars change at an epoch's end: between, Qt blits them (files.py exports
+                # switch this off)
+                item.setCacheMode(item.CacheMode.DeviceCoordinateCache)
                 self.plot_item.addItem(item)
             if not self._differs(key, (xs, bottoms[seg], heights[seg], width, looks)):
                 continue

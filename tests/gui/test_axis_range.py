@@ -1,7 +1,8 @@
-"""Known answers for the live plots' sticky view ranges (gui/axis_range.py): pure arithmetic, no Qt."""
+"""Known answers for the sticky view ranges (gui/axis_range.py, pure arithmetic), and the live plots using them."""
 
 import math
 
+import numpy as np
 import pytest
 from batchlab.gui.axis_range import LOOSE, X_HEADROOM, Y_HEADROOM, sticky_range
 
@@ -78,3 +79,43 @@ def test_no_usable_data_is_handed_back_unchanged():
     nan = float("nan")
     out = sticky_range((nan, 1.0), (0.0, 1.0), padding=0.05, headroom=0.5)
     assert math.isnan(out[0]) and out[1] == 1.0
+
+
+def test_live_plot_ranges_hold_while_data_arrives_and_fit_exactly_after(qapp):
+    """A streamed sweep through LivePlots: while `live`, the loss plot's x range changes far less often than
+    its data, always holds every point, and once the data stops the plot fits its data again."""
+    from batchlab.core.model import SweepData
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    from tests.gui.synthetic import sweep_events
+    from tests.gui.test_live_plots import _in_chunks
+
+    live_now = [True]
+    live = LivePlots(BatchColours(), live=lambda: live_now[0])
+    live.show()
+    data = SweepData(label="live")
+    live.set_source("main", data)
+    view = live.plots["loss_step"].getPlotItem().getViewBox()
+    ranges, updates = [], 0
+    for event in _in_chunks(sweep_events(batch_sizes=(8,), epochs=4, samples=1024), 16):  # 32 frames
+        data.handle(event)
+        if event["type"] != "steps":
+            continue
+        live.take_snapshot()
+        if live.update_plot("loss_step"):
+            updates += 1
+            x_range = tuple(view.targetRange()[0])
+            curve = live._curves[("main", 0, "loss_step")]
+            assert x_range[0] <= float(np.min(curve.xData)) and float(np.max(curve.xData)) <= x_range[1]
+            if not ranges or ranges[-1] != x_range:
+                ranges.append(x_range)
+    assert updates == 32
+    assert len(ranges) <= updates // 2, (len(ranges), updates)
+    steps = float(np.max(live._curves[("main", 0, "loss_step")].xData))
+    live_now[0] = False
+    live.take_snapshot()
+    live.update_plot("loss_step")  # nothing new, but the plot is no longer live: an exact fit
+    lo, hi = view.targetRange()[0]
+    assert hi < steps * 1.12 and lo > -0.12 * steps
+    live.close()
