@@ -732,7 +732,7 @@ def _report_lr_find(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from batchlab.core.sweep.peak import cache_path, measure_peak, read_peaks
-    from batchlab.core.sweep.runner import probe_environment
+    from batchlab.core.sweep.probe import probe_environment
 
     if args.peak:
         build_spec({"device": args.device})  # the one check of a device name

@@ -137,7 +137,7 @@ class DeviceProbe(QObject):
 
     @staticmethod
     def _probe(bridge: _ProbeBridge) -> None:
-        from batchlab.core.sweep.runner import probe_environment
+        from batchlab.core.sweep.probe import probe_environment
 
         try:
             env = probe_environment("auto")

@@ -139,7 +139,7 @@ class BatchProber:
         return trial
 
     def _try(self, batch_size: int, verify: bool) -> Trial:
-        from batchlab.core.sweep.runner import _death_message, start_child
+        from batchlab.core.sweep.processes import _death_message, start_child
 
         self._count += 1
         log_path = self._log_dir / f"try_{self._count:03d}_b{batch_size}.log"

@@ -78,7 +78,7 @@ def store_peak(result: dict[str, Any]) -> Path:
 
 def measure_peak(device: str = "auto") -> dict[str, Any]:
     """Measure the matmul peak of `device` in a fresh child process, cache it and return it."""
-    from batchlab.core.sweep.runner import _death_message, start_child
+    from batchlab.core.sweep.processes import _death_message, start_child
     from batchlab.core.training.peak import PEAK_RESULT, peak_main
 
     ctx = multiprocessing.get_context("spawn")

@@ -17,14 +17,13 @@ On a Linux CPU (the default, unless fork=False) a fork server replaces both: one
 TensorFlow and loads the data, and forks a child per run and for the probe (core/sweep/forkserver.py,
 core/training/zygote.py): a process per run, one import per sweep. Reused or standby children are then
 used only where fork is not possible (not Linux, or a GPU in sight) or with fork=False.
+The probe itself is core/sweep/probe.py; starting and reaping child processes, core/sweep/processes.py.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import platform
-import signal
 import tempfile
 import threading
 import time
@@ -36,42 +35,22 @@ from typing import Any
 from batchlab.core.events import RUN_ENDED, RUN_STARTED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
 from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
 from batchlab.core.sweep.forkserver import ForkServer, ForkServerGone, fork_possible
-from batchlab.core.training.child import (
-    PROBE_ERROR,
-    PROBE_RESULT,
-    probe_main,
-    probe_run_main,
-    run_main,
-    trains_on_cpu,
+from batchlab.core.sweep.probe import _gpu_possible, _parent_environment, _probe, _probe_answer, _probe_environment
+from batchlab.core.sweep.processes import (
+    POLL_SECONDS,
+    STOP_GRACE_SECONDS,
+    _death_message,
+    _end_process,
+    _log_tail,
+    _reap,
+    start_child,
 )
+from batchlab.core.training.child import probe_run_main, run_main, trains_on_cpu
 from batchlab.core.training.startup import FORKED, FRESH, PROBE, REUSED, STANDBY
 
 Sink = Callable[[dict[str, Any]], None]
 
-POLL_SECONDS = 0.05  # how often a waiting parent looks at the stop flag
-STOP_GRACE_SECONDS = 20.0  # a run asked to stop gets this long to finish its step
-PROBE_TIMEOUT_SECONDS = 600.0  # includes a first Keras dataset download
 STOPPED_BEFORE_FIRST_RUN = "stopped by the user before the first run"
-
-
-def _log_tail(path: Path, lines: int = 1) -> str:
-    """The last non-empty line(s) of a child's log, for crash messages."""
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text[-lines:] if line.strip())[:300]
-
-
-def _death_message(exitcode: int | None, log_path: Path) -> str:
-    if exitcode is not None and exitcode < 0:
-        sig = signal.Signals(-exitcode).name
-        cause = "often the host ran out of memory" if sig == "SIGKILL" else "a native crash"
-        text = f"the training process died from {sig} ({cause})"
-    else:
-        text = f"the training process exited unexpectedly with code {exitcode}"
-    tail = _log_tail(log_path)
-    return f"{text}; last output: {tail}" if tail else text
 
 
 @dataclass
@@ -134,36 +113,6 @@ class _SocketStop:
                 self._conn.send_bytes(b"s")
             except OSError:  # it exited already
                 pass
-
-
-def start_child(process: multiprocessing.process.BaseProcess) -> None:
-    """Start a child with SIGINT blocked in it from its first instruction. A Ctrl-C goes to the terminal's
-    whole process group; a child still importing (before its entry point ignores SIGINT, e.g. a standby started
-    during the probe) would die with a KeyboardInterrupt traceback. The mask is inherited through fork and exec;
-    the parent's own mask is restored at once, so its Ctrl-C (pending meanwhile) is not lost."""
-    if not hasattr(signal, "pthread_sigmask"):  # not POSIX
-        process.start()
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        process.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _reap(process: multiprocessing.process.BaseProcess) -> None:
-    """Wait for a child whose run ended to exit; kill it if it does not within the grace period."""
-    process.join(timeout=STOP_GRACE_SECONDS)
-    if process.is_alive():
-        process.kill()
-        process.join()
-
-
-def _end_process(process: multiprocessing.process.BaseProcess) -> None:
-    """Kill a child that has not trained (a standby let go) and reap it."""
-    if process.is_alive():
-        process.kill()
-    process.join()
 
 
 class SweepRunner:
@@ -631,111 +580,6 @@ class SweepRunner:
                     child.kill()
             if not child.is_alive() and not receiver.poll(0):
                 return None
-
-
-def _parent_environment() -> dict[str, Any]:
-    """What this process knows of the environment, for a sweep stopped before its probe answered."""
-    from batchlab.core import __version__
-
-    return {
-        "app_version": __version__,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "host": platform.node(),
-        "devices": [],
-        "device_description": "unknown (stopped before the training process reported its devices)",
-    }
-
-
-def _probe(
-    ctx,
-    spec: SweepSpec,
-    log_path: Path,
-    check: bool,
-    data=None,
-    should_stop: Callable[[], bool] = lambda: False,
-    track: Callable[[Any], None] | None = None,
-) -> dict[str, Any] | None:
-    """Start a probe child and wait for its answer in short slices; None if `should_stop` said so first.
-
-    `data` (a few checked rows) saves the child loading the data again; `track` is told the child
-    while it lives, so a kill can reach it.
-    """
-    receiver, sender = ctx.Pipe(duplex=False)
-    child = ctx.Process(
-        target=probe_main,
-        args=(spec.to_dict(), sender, str(log_path), check, data),
-        daemon=True,
-        name="batchlab-probe",
-    )
-    if track is not None:
-        track(child)
-    start_child(child)
-    sender.close()
-    try:
-        message = _probe_answer(child, receiver, log_path, should_stop)
-    finally:
-        child.join(timeout=STOP_GRACE_SECONDS)
-        if child.is_alive():
-            child.kill()
-            child.join()
-        if track is not None:
-            track(None)
-    return _probe_environment(message)
-
-
-def _probe_answer(child, receiver, log_path: Path, should_stop: Callable[[], bool]) -> dict[str, Any] | None:
-    """Wait in short slices for a probe child's answer; None if `should_stop` said so first (the child is
-    killed). SpecError if it does not answer in time or dies first."""
-    deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
-    try:
-        while not receiver.poll(POLL_SECONDS):
-            if should_stop():
-                child.kill()
-                return None
-            if time.monotonic() > deadline:
-                child.kill()
-                raise SpecError("setup", f"the training process did not answer in {PROBE_TIMEOUT_SECONDS:.0f} s")
-        return receiver.recv()
-    except EOFError:
-        child.join()
-        if should_stop():  # killed on purpose
-            return None
-        raise SpecError("setup", f"could not start training: {_death_message(child.exitcode, log_path)}") from None
-
-
-def _probe_environment(message: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The environment of a probe's answer; SpecError for a bad spec; None for no answer (stopped)."""
-    if message is None:
-        return None
-    if message["type"] == PROBE_ERROR:
-        raise SpecError(message["field"], message["message"])
-    assert message["type"] == PROBE_RESULT
-    return message["environment"]
-
-
-def _gpu_possible(device: str) -> bool:
-    """Whether TensorFlow might train on a GPU here, judged without importing it: not when the spec says cpu or
-    CUDA_VISIBLE_DEVICES hides every GPU, nor on Linux without a GPU device node (NVIDIA, WSL, ROCm)."""
-    if device == "cpu":
-        return False
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return False
-    if platform.system() == "Linux":
-        dev = Path("/dev")
-        return any(dev.glob("nvidia[0-9]*")) or (dev / "dxg").exists() or (dev / "kfd").exists()
-    return True
-
-
-def probe_environment(device: str = "auto") -> dict[str, Any]:
-    """Versions and the devices TensorFlow sees (for `info` and the GUI's device list)."""
-    from batchlab.core.spec import build_spec
-
-    spec = build_spec({"device": device})
-    ctx = multiprocessing.get_context("spawn")
-    log_dir = Path(tempfile.mkdtemp(prefix="batchlab-probe-"))
-    return _probe(ctx, spec, log_dir / "probe.log", check=False)
 
 
 def run_sweep(
