@@ -231,10 +231,15 @@ class Refresher(QObject):
         self.timer.start()
 
     def drain(self) -> None:
-        """No more data: the timer stops and everything is drawn once, now."""
+        """No more data: the timer stops and everything shown is drawn once, now.
+
+        Views of whole runs on a hidden tab (Summary, Analysis, the explanation) are left to catch up when
+        shown: drawing all three at a sweep's end took ~105 ms of the GUI thread in one go (the explanation's
+        fits alone ~40 ms), the longest GUI stall of a sweep.
+        """
         if self.active:
             self.stop()
-            self._full()
+            self._full(shown_only=True)
 
     def stop(self) -> None:
         self.timer.stop()
@@ -265,12 +270,12 @@ class Refresher(QObject):
             self._status_due = False
             self._show_status()
 
-    def _full(self) -> None:
+    def _full(self, shown_only: bool = False) -> None:
         plots = self._plots
         plots.take_snapshot()
         self._due = []
         self.pacer.draw(plots.plot_ids, plots.update_plot)
-        self._summary.refresh(force=True)
+        self._summary.refresh(force=not shown_only)
         if self._table.refresh(values_due=True):
             self._table_shown = self._clock()
         self._show_status()

@@ -155,6 +155,8 @@ class FileActionsMixin:
         PNG: `width` pixels wide at `dpi` (asked, and remembered, when the path is chosen in a dialog;
         default twice the plot's size on screen).
         """
+        if plot_id.startswith(("summary_", "analysis_")):  # a hidden tab is drawn when shown (Refresher.drain)
+            (self.summary if plot_id.startswith("summary_") else self.analysis).refresh(force=True)
         widget = {
             **self.live.plots,
             **{f"summary_{k}": v for k, v in self.summary.plots.items()},

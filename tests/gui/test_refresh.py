@@ -160,14 +160,18 @@ def test_a_plot_with_nothing_new_does_not_use_up_a_tick(harness):
     assert h.plots.drawn == [(h.clocks.wall, "loss_epoch")]  # the two step plots had nothing: skipped
 
 
-def test_draining_after_a_sweep_draws_everything_once_and_stops(harness):
+def test_draining_after_a_sweep_draws_everything_shown_once_and_stops(harness):
     h = harness()
     h.refresher.start()
     h.tick()
     h.plots.pending = set(FakePlots.plot_ids)
     h.refresher.drain()
     assert not h.refresher.active and h.plots.pending == set()
-    assert h.summary.calls[-1] is True and h.table.calls[-1] is True
+    # the views of whole runs only if shown (force=False): a hidden Summary/Analysis tab catches up when shown,
+    # instead of ~0.1 s of fits in one go at the sweep's end
+    assert h.summary.calls[-1] is False and h.table.calls[-1] is True
+    h.refresher.refresh()  # outside the timer: everything, hidden views too
+    assert h.summary.calls[-1] is True
 
 
 def test_drain_does_nothing_when_the_timer_is_not_running(harness):
