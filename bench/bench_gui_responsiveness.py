@@ -22,6 +22,9 @@ points within 2 s of the child's first step; the child adds at most its 0.25 s f
 --explain N prints the N longest gaps split by the kernel's per-thread schedstat into time the
 GUI thread ran (handlers and paints), time it was runnable but queued behind other threads,
 and the rest (waiting for the GIL or the timer), with the window refresh ticks inside each gap.
+With --stacks, a watchdog thread also samples the GUI thread's Python stack (and the other threads')
+every 5 ms while the heartbeat is more than 30 ms late, and --explain prints the stacks seen most
+often in each gap: what the GUI thread was doing, or which thread held the GIL.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
+import traceback
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +94,7 @@ def with_window(
     ticks: list | None = None,
     probe: bool = True,
     stats: dict | None = None,
+    stacks: list | None = None,
 ) -> tuple[float, list[float]]:
     """Run the sweep from the window; returns (seconds, heartbeat gaps in ms).
 
@@ -177,12 +184,19 @@ def with_window(
         beats.append((last[0], schedstat()))
     if probe:
         heartbeat.start()
+    stop_sampling = threading.Event()
+    if stacks is not None:
+        sampler = threading.Thread(
+            target=sample_late_stacks, args=(last, threading.get_ident(), stacks, stop_sampling), daemon=True
+        )
+        sampler.start()
     done = QTimer()
     done.setInterval(50)
     done.timeout.connect(lambda: None if window.running else app.quit())
     done.start()
     cpu0 = time.thread_time()
     app.exec()
+    stop_sampling.set()
     elapsed = time.monotonic() - t0
     if stats is not None:
         stats["gui_cpu"] = time.thread_time() - cpu0
@@ -212,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "--niceness", type=int, help="nice value above the window's for its training children (default: the window's)"
     )
     parser.add_argument("--explain", type=int, default=0, metavar="N", help="break down the N longest gaps")
+    parser.add_argument("--stacks", action="store_true", help="with --explain: the GUI thread's stacks in each gap")
     args = parser.parse_args(argv)
     if args.niceness is not None:
         import batchlab.gui.worker
@@ -227,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     tps: dict[str, dict[int, list[float]]] = {m: {} for m in modes}
     paired: dict[str, dict[int, list[float]]] = {"window": {}, "probed": {}}  # X/headless within a round
     worst_gaps: list[tuple] = []  # (gap ms, on-CPU, queued, start, end, sweep start)
+    stacks: list[tuple[float, str]] = []  # (time, stack text) sampled while the heartbeat was late (--stacks)
     ticks: list[tuple[float, float]] = []
     gui_cpu: dict[str, list[float]] = {m: [] for m in modes if m != "headless"}  # GUI-thread share of a core
     redraws: dict[str, list[float]] = {}  # plot id -> seconds between its redraws while a run's steps arrived
@@ -250,7 +266,14 @@ def main(argv: list[str] | None = None) -> int:
                     probed = mode == "probed"
                     stats: dict = {}
                     seconds, run_gaps = with_window(
-                        values, out, tmp, beats if (args.explain and probed) else None, ticks, probe=probed, stats=stats
+                        values,
+                        out,
+                        tmp,
+                        beats if (args.explain and probed) else None,
+                        ticks,
+                        probe=probed,
+                        stats=stats,
+                        stacks=stacks if (args.stacks and args.explain and probed) else None,
                     )
                     gaps += run_gaps
                     gui_cpu[mode].append(stats["gui_cpu"] / seconds)
@@ -353,7 +376,30 @@ def main(argv: list[str] | None = None) -> int:
             f"asleep (the {HEARTBEAT_MS} ms interval, GIL) {gap - on_cpu - queued:5.1f} ms; refresh ticks inside: "
             + (", ".join(f"{t:.1f} ms" for t in inside) or "none")
         )
+        seen = Counter(text for when, text in stacks if start <= when <= end)
+        for text, n in seen.most_common(2):
+            print(f"  stack sampled {n}x in this gap:\n" + text)
     return 0
+
+
+def sample_late_stacks(last: list, gui_ident: int, out: list, stop: threading.Event) -> None:
+    """While the GUI thread's heartbeat (last[0], perf_counter) is over 30 ms late, note every 5 ms its
+    Python stack and the other threads' (which one holds the GIL shows) as (time, text) in `out`."""
+    me = threading.get_ident()
+    while not stop.wait(0.005):
+        if (time.perf_counter() - last[0]) * 1000 <= 30:
+            continue
+        frames = sys._current_frames()
+        parts = [_stack_text(frames.get(gui_ident), 10)]
+        parts += ["    [other thread]\n" + _stack_text(f, 4) for i, f in frames.items() if i not in (gui_ident, me)]
+        out.append((time.perf_counter(), "".join(parts)))
+
+
+def _stack_text(frame, depth: int) -> str:
+    if frame is None:
+        return ""
+    lines = traceback.format_stack(frame)[-depth:]
+    return "".join("    " + line.splitlines()[0].strip().replace(str(ROOT) + "/", "") + "\n" for line in lines)
 
 
 def explain_gaps(beats: list) -> list[tuple[float, float, float, float, float]]:
