@@ -30,6 +30,7 @@ def sticky_range(
     headroom: float,
     log: bool = False,
     loose: float = LOOSE,
+    upper: float | None = None,
 ) -> tuple[float, float]:
     """The range to show data spanning `data` (lo, hi), given the range `current` shown now.
 
@@ -39,7 +40,8 @@ def sticky_range(
     `loose` of it. Otherwise a new range: the data, `headroom` times its span added past each end the
     data went beyond (both ends without a usable current range), then padded. On a linear axis the
     headroom never takes the range past zero where the data is not: a loss or an amount gets no
-    negative stretch; a log axis has no such bound.
+    negative stretch; a log axis has no such bound. `upper`: the largest value the data can reach (e.g. the
+    planned number of epochs): headroom never takes the range past it.
     """
     lo, hi = float(data[0]), float(data[1])
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
@@ -63,6 +65,8 @@ def sticky_range(
     # as the data grows (its padding would otherwise run out first).
     base_lo = lo - (headroom * span if grow_lo else 0.0)
     base_hi = hi + (headroom * span if grow_hi else 0.0)
+    if upper is not None and math.isfinite(upper):
+        base_hi = min(base_hi, max(hi, upper))
     pad = padding * (base_hi - base_lo)
     new_lo, new_hi = base_lo - pad, base_hi + pad
     if not log:

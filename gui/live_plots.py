@@ -273,6 +273,8 @@ class LivePlots(QWidget):
         sticky = bool(self.live())
         refit = view.sticky != sticky
         view.sticky = sticky
+        if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
+            view.x_upper = self._planned_epochs()  # no empty epoch tick past the last one planned
         if changed:
             sync_legend(item)
         if changed or refit:
@@ -281,6 +283,11 @@ class LivePlots(QWidget):
             view.updateAutoRange()
             view.updateMatrix()
         return changed
+
+    def _planned_epochs(self) -> float | None:
+        """The most epochs any shown run plans (x of the per-epoch plots), or None if a run's is not known."""
+        planned = [run.epochs_planned for data in self.sources.values() for run in data.runs.values()]
+        return float(max(planned)) if planned and all(planned) else None
 
     def _draw_run(self, source: str, run: RunData, only_plot: str) -> bool:
         """Set this run's curves in one plot; True if that shows: new data or a new legend entry.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
 from batchlab.gui.axis_range import X_HEADROOM, Y_HEADROOM, sticky_range
 
@@ -14,6 +16,7 @@ class StickyViewBox(pg.ViewBox):
     """
 
     sticky = False
+    x_upper: float | None = None  # the largest x the data can reach (planned epochs): no headroom past it
     _auto_ranging = False
 
     def updateAutoRange(self) -> None:  # noqa: N802 (pyqtgraph override)
@@ -28,15 +31,22 @@ class StickyViewBox(pg.ViewBox):
             target = self.targetRange()
             log_x, log_y = self.state["logMode"]
             if xRange is not None:
-                xRange = self._sticky(0, xRange, target[0], X_HEADROOM, log_x)
+                upper = self.x_upper
+                if upper is not None and log_x:
+                    upper = math.log10(upper) if upper > 0 else None
+                xRange = self._sticky(0, xRange, target[0], X_HEADROOM, log_x, upper)
             if yRange is not None:
                 yRange = self._sticky(1, yRange, target[1], Y_HEADROOM, log_y)
         super().setRange(rect, xRange, yRange, padding, update, disableAutoRange)
 
-    def _sticky(self, axis: int, padded, current, headroom: float, log: bool) -> tuple[float, float]:
+    def _sticky(
+        self, axis: int, padded, current, headroom: float, log: bool, upper: float | None = None
+    ) -> tuple[float, float]:
         """The sticky range for auto-range's padded request on one axis (the padding taken off again)."""
         pad = self.suggestPadding(axis)
         lo, hi = float(padded[0]), float(padded[1])
         span = (hi - lo) / (1 + 2 * pad)
         data = (lo + pad * span, hi - pad * span)
-        return sticky_range(data, (float(current[0]), float(current[1])), padding=pad, headroom=headroom, log=log)
+        return sticky_range(
+            data, (float(current[0]), float(current[1])), padding=pad, headroom=headroom, log=log, upper=upper
+        )

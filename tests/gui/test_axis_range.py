@@ -119,3 +119,12 @@ def test_live_plot_ranges_hold_while_data_arrives_and_fit_exactly_after(qapp):
     lo, hi = view.targetRange()[0]
     assert hi < steps * 1.12 and lo > -0.12 * steps
     live.close()
+
+
+def test_headroom_stops_at_the_last_planned_epoch():
+    # epochs 1..3 of a 3-epoch run, first fit: headroom would reach epoch 4 (4.2 padded), an empty tick;
+    # with the planned epochs as the upper bound the range ends at 3 plus its padding (5% of 0..3)
+    assert sticky_range((1.0, 3.0), None, padding=0.05, headroom=0.5) == pytest.approx((0.0, 4.2))
+    assert sticky_range((1.0, 3.0), None, padding=0.05, headroom=0.5, upper=3.0) == pytest.approx((0.0, 3.15))
+    # data past the bound (a run that planned more) is never cut off
+    assert sticky_range((1.0, 5.0), None, padding=0.05, headroom=0.5, upper=3.0)[1] >= 5.0
