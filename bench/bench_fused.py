@@ -54,7 +54,7 @@ PRESET = "mnist-autoencoder"
 TARGET_RATIO = 0.35  # fused sweep wall time / hand-written fit sweep wall time: at most this
 DEFAULT_FUSED = 64
 DEFAULT_REPEATS = 2
-FIT, FUSED, DEFAULT = "fit", "fused", "default"
+FIT, FUSED, DEFAULT, AUTO = "fit", "fused", "default", "auto"
 XLA_WORDS = {None: "", "on": " with --xla", "auto": " with --xla auto"}
 
 
@@ -76,6 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("on", "auto"),
         default=None,
         help="the fused sweep also with --xla (jit_compile); --xla auto: XLA only where a run's steps repay it",
+    )
+    p.add_argument(
+        "--also-auto", action="store_true", help="also time the fused sweep with --xla auto (way 'auto') beside it"
     )
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--hand-written-child", action="store_true", help=argparse.SUPPRESS)
@@ -118,14 +121,14 @@ def run_fit(args: argparse.Namespace) -> tuple[float, dict]:
     return wall, {**json.loads(result.stdout.strip().splitlines()[-1]), "cpu_s": _children_cpu() - c0}
 
 
-def run_batchlab(args: argparse.Namespace, out: Path, fused: int) -> tuple[float, dict]:
+def run_batchlab(args: argparse.Namespace, out: Path, fused: int, xla: str | None = None) -> tuple[float, dict]:
     from batchlab.core.runfile.reader import read_run_file
 
     cmd = [sys.executable, str(REPO_ROOT / "main.py"), "sweep", "--preset", PRESET, "--val-samples", "0"]
     cmd += ["--batch-sizes", args.batch_sizes, "--epochs", str(args.epochs), "--samples", str(args.samples)]
     cmd += ["--device", "cpu" if args.device == "cpu" else "gpu:0", "--out", str(out), "--overwrite", "--quiet"]
     if fused > 1:
-        cmd += ["--fused", str(fused)] + {None: [], "on": ["--xla"], "auto": ["--xla", "auto"]}[args.xla]
+        cmd += ["--fused", str(fused)] + {None: [], "on": ["--xla"], "auto": ["--xla", "auto"]}[xla]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = "-1"
@@ -154,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.hand_written_child:
         return hand_written_child(args)
     batch_sizes = [int(v) for v in args.batch_sizes.split(",")]
-    ways = [FIT, FUSED] + ([DEFAULT] if args.with_default else [])
+    ways = [FIT, FUSED] + ([AUTO] if args.also_auto else []) + ([DEFAULT] if args.with_default else [])
     print(f"command:    {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}")
     print(f"date:       {datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"machine:    {os.cpu_count()} logical CPUs, {platform.machine()}, {platform.system()}; device {args.device}")
@@ -175,23 +178,25 @@ def main(argv: list[str] | None = None) -> int:
                 if way == FIT:
                     wall, results[way] = run_fit(args)
                 else:
-                    wall, results[way] = run_batchlab(args, Path(tmp) / f"{way}.h5", args.fused if way == FUSED else 1)
+                    fused = args.fused if way in (FUSED, AUTO) else 1
+                    xla = AUTO if way == AUTO else args.xla
+                    wall, results[way] = run_batchlab(args, Path(tmp) / f"{way}.h5", fused, xla)
                 walls[way].append(wall)
                 train[way].append(results[way]["train_s"])
                 cpu[way].append(results[way]["cpu_s"])
             for b in batch_sizes:
                 fit_losses = results[FIT]["losses"][str(b)]
-                run = results[FUSED]["runs"][b]
-                gap = max(gap, max(abs(f - m) / abs(f) for f, m in zip(fit_losses, run["losses"], strict=True)))
-                steps = math.ceil(args.samples / b) * args.epochs
-                rows_ok &= run["step_rows"] == steps and run["steps_per_call"] == args.fused
+                for run in [results[w]["runs"][b] for w in (FUSED, AUTO) if w in ways]:
+                    gap = max(gap, max(abs(f - m) / abs(f) for f, m in zip(fit_losses, run["losses"], strict=True)))
+                    steps = math.ceil(args.samples / b) * args.epochs
+                    rows_ok &= run["step_rows"] == steps and run["steps_per_call"] == args.fused
             line = "  ".join(
                 f"{w} {walls[w][-1]:6.1f} s (training {train[w][-1]:5.1f} s, CPU {cpu[w][-1]:5.1f} s)" for w in ways
             )
             print(f"  repeat {r + 1}/{args.repeats} order {'/'.join(order)}: {line}", flush=True)
-            if args.xla:
-                compiled = [b for b in batch_sizes if results[FUSED]["runs"][b]["xla"]]
-                print(f"    fused runs compiled with XLA: batch {', '.join(map(str, compiled)) or 'none'}", flush=True)
+            for way in [w for w in (FUSED, AUTO) if w in ways and (args.xla or w == AUTO)]:
+                compiled = [b for b in batch_sizes if results[way]["runs"][b]["xla"]]
+                print(f"    {way} runs compiled with XLA: batch {', '.join(map(str, compiled)) or 'none'}", flush=True)
     print(f"\nload after: {_uptime()}\n")
     print(
         f"{'way':>8} {'wall s (median)':>16} {'training s':>11} {'ratio to fit':>13} {'pairs':>11} "
@@ -213,7 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         "CPU seconds of the way's processes (getrusage of the children), which other load blurs less than wall time"
     )
     print(f"per-step loss records: one row per step in every fused run: {'yes' if rows_ok else 'NO'}")
-    print(f"epoch train loss, fused vs fit: largest relative difference {gap:.1e}")
+    print(f"epoch train loss, fused (and auto) vs fit: largest relative difference {gap:.1e}")
+    if AUTO in ways:
+        auto = statistics.median([x / f for x, f in zip(walls[AUTO], walls[FIT], strict=True)])
+        verdict = "met" if auto <= TARGET_RATIO else "missed"
+        print(f"fused --xla auto / fit wall time {auto:.3f}; target <= {TARGET_RATIO}: {verdict}")
     ok = ratio <= TARGET_RATIO and rows_ok
     print(f"fused / fit wall time {ratio:.3f}; target <= {TARGET_RATIO}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
