@@ -39,7 +39,7 @@ class ExecutionFields:
         self.fused = QLineEdit()
         self.fused.setPlaceholderText("1: one step per call")
         self._row(form, "fused", "Fused steps per call", self.fused)
-        self.xla = QCheckBox("compile the train step with XLA (partly checked: only where it pays)")
+        self.xla = QCheckBox("compile with XLA (partly: auto)")
         self.xla.setTristate(True)  # unchecked: off, partly: auto (xla_choice.py), checked: on
         self._row(form, "xla", "", self.xla)
         self.mixed_precision = QCheckBox("mixed precision (float16, GPU only)")
