@@ -163,6 +163,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="compile the train step with XLA (jit_compile); --xla auto: only in runs whose steps repay the compile",
     )
     sweep.add_argument(
+        "--xla-cache",
+        action="store_true",
+        help="keep XLA's compiled steps in the user's cache folder (~/.cache/batchlab/xla on Linux) so a later sweep "
+        "of the same model and batch sizes skips the compile; delete the folder to clear it",
+    )
+    sweep.add_argument(
         "--mixed-precision",
         action="store_true",
         default=None,
@@ -489,6 +495,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
     spec = build_spec(sweep_values(args))
+    if args.xla_cache:  # before the training processes start: TensorFlow reads the flag at its first op
+        from batchlab.core.training.xla_choice import enable_xla_cache, xla_cache_dir
+
+        enable_xla_cache(xla_cache_dir())
     if args.out:
         out = check_run_file(args.out, overwrite=args.overwrite)
     else:

@@ -18,7 +18,7 @@ from typing import Any
 
 import keras
 from batchlab.core.spec import MIXED_PRECISION_ON_CPU, RunSpec, SpecError
-from batchlab.core.training.xla_choice import choose_xla
+from batchlab.core.training.xla_choice import choose_xla, xla_cache_in_use
 
 MIXED = "mixed_float16"
 FLOAT32 = "float32"
@@ -53,7 +53,8 @@ def apply_xla(model: Any, spec: Any, steps: int, batch_size: int) -> str:
     choice = choose_xla(getattr(spec, "xla", False), steps, batch_size, on_gpu)
     if choice.compile is not None:
         model.jit_compile = choice.compile
-    return choice.reason
+    cache = xla_cache_in_use()
+    return f"{choice.reason}; compile cache {cache}" if cache and model.jit_compile is True else choice.reason
 
 
 def execution_fields(run: RunSpec, model: Any, xla_choice: str = "") -> dict[str, Any]:

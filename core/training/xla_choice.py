@@ -18,7 +18,9 @@ GPU's compile and per-step saving are not measured here.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from batchlab.core.spec import XLA_AUTO
@@ -63,3 +65,35 @@ def choose_xla(setting: Any, steps: int, batch_size: int, on_gpu: bool) -> XlaCh
         f"auto: {verdict}, {steps:,} steps x ~{saving_per_step(batch_size) * 1e3:.1f} ms saved = ~{saved:.1f} s "
         f"{relation} ~{COMPILE_EXTRA_S:g} s compile (CPU; break-even {break_even_steps(batch_size):,} steps)",
     )
+
+
+XLA_FLAGS_ENV = "TF_XLA_FLAGS"  # TensorFlow reads it once, at its first op: set before the training process runs one
+CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+
+
+def xla_cache_dir() -> Path:
+    """Where `--xla-cache` keeps compiled steps: the user's cache folder's xla/ (delete it to clear the cache)."""
+    from batchlab.core.sweep.peak import user_cache_dir
+
+    return user_cache_dir() / "xla"
+
+
+def enable_xla_cache(folder: Path, env: dict[str, str] | None = None) -> None:
+    """Have the training processes started from here keep and reuse XLA's compiled executables in `folder`
+    (TensorFlow's persistent compile cache), by adding the flag to TF_XLA_FLAGS in `env` (os.environ)."""
+    env = os.environ if env is None else env
+    folder.mkdir(parents=True, exist_ok=True)
+    flags = env.get(XLA_FLAGS_ENV, "")
+    if CACHE_FLAG not in flags:
+        # the key is the compiled program's fingerprint; the strict check would also compare function names,
+        # which another sweep's traces may number differently
+        env[XLA_FLAGS_ENV] = f"{flags} {CACHE_FLAG}={folder} --tf_xla_disable_strict_signature_checks".strip()
+
+
+def xla_cache_in_use(env: dict[str, str] | None = None) -> str:
+    """The persistent compile cache folder TF_XLA_FLAGS names, or ""."""
+    env = os.environ if env is None else env
+    for flag in env.get(XLA_FLAGS_ENV, "").split():
+        if flag.startswith(CACHE_FLAG + "="):
+            return flag.split("=", 1)[1]
+    return ""

@@ -125,6 +125,19 @@ def test_xla_auto_cost_model_compiles_where_the_steps_repay_the_compile():
     assert choose_xla(False, 10**6, 8, on_gpu=False).compile is None
 
 
+def test_xla_cache_adds_tensorflows_persistent_cache_flag_once_and_keeps_other_flags(tmp_path):
+    from batchlab.core.training.xla_choice import enable_xla_cache, xla_cache_in_use
+
+    env = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=0"}
+    assert xla_cache_in_use(env) == ""
+    enable_xla_cache(tmp_path / "xla", env)
+    enable_xla_cache(tmp_path / "xla", env)
+    flags = env["TF_XLA_FLAGS"].split()
+    assert flags[0] == "--tf_xla_auto_jit=0"
+    assert flags.count(f"--tf_xla_persistent_cache_directory={tmp_path / 'xla'}") == 1
+    assert xla_cache_in_use(env) == str(tmp_path / "xla") and (tmp_path / "xla").is_dir()
+
+
 def test_mixed_precision_is_refused_where_tensorflow_sees_no_gpu(runs):
     assert runs["mixed"] == f"mixed_precision: {MIXED_PRECISION_ON_CPU}"
 
