@@ -282,7 +282,7 @@ class LivePlots(QWidget):
             # the grid from inside it, and Qt paints the plot a second time.
             view.updateAutoRange()
             view.updateMatrix()
-        return changed
+        return changed or refit  # a refit to the data when the sweep ends changes the range shown
 
     def _planned_epochs(self) -> float | None:
         """The most epochs any shown run plans (x of the per-epoch plots), or None if a run's is not known."""

@@ -131,7 +131,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
     def _build_widgets(self) -> None:
         output_dir = str(self.settings.value("files/output_dir", str(Path.cwd() / "runs")))
         self.setup = SetupPanel(output_dir)
-        self.live = LivePlots(self.colours, pacer=self.refresher.pacer, live=lambda: self.refresher.active)
+        self.live = LivePlots(self.colours, pacer=self.refresher.pacer, live=lambda: self.refresher.live)
         self.summary = SummaryView(self.colours)
         self.views = QTabWidget()
         self.views.addTab(self.live, "Live")

@@ -206,6 +206,8 @@ class Refresher(QObject):
         self._summary: SummaryViewLike | None = None
         self._table: TableView | None = None
         self._show_status: Callable[[], None] = lambda: None
+        self._draining = False  # drain() began: the last frame is being drawn, then the timer stops
+        self._drain_table = False
 
     def attach(
         self,
@@ -226,24 +228,35 @@ class Refresher(QObject):
 
     def start(self) -> None:
         """Data will arrive (a sweep or a file being written): tick until `drain()`; the first tick starts a frame."""
-        if not self.active:
+        if not self.active or self._draining:
             self._frame_at = -math.inf
+        self._draining = False
         self.timer.start()
 
     def drain(self) -> None:
-        """No more data: the timer stops and everything shown is drawn once, now.
+        """No more data: one last frame brings everything shown up to date, then the timer stops.
 
-        Views of whole runs on a hidden tab (Summary, Analysis, the explanation) are left to catch up when
-        shown: drawing all three at a sweep's end took ~105 ms of the GUI thread in one go (the explanation's
-        fits alone ~40 ms), the longest GUI stall of a sweep.
+        As during a sweep, the last frame draws one plot per tick, then the runs table, then the status
+        bar and the views of whole runs that are shown: the plots all refitting to their data in one go
+        (their ranges were sticky while data arrived) took ~80 ms of the GUI thread at a sweep's end, its
+        longest stall. Views of whole runs on a hidden tab (Summary, Analysis, the explanation) are left to
+        catch up when shown: drawing all three at once took ~105 ms (the explanation's fits alone ~40 ms).
         """
-        if self.active:
-            self.stop()
-            self._full(shown_only=True)
+        if self.active and not self._draining:
+            self._draining = True
+            self._plots.take_snapshot()
+            self._due = list(self._plots.plot_ids)
+            self._drain_table = True
+
+    @property
+    def live(self) -> bool:
+        """True while data arrives: the timer runs and no drain has begun (plots keep sticky ranges)."""
+        return self.active and not self._draining
 
     def stop(self) -> None:
         self.timer.stop()
         self._due = []
+        self._draining = False
 
     def refresh(self, full: bool = False) -> None:
         """One tick while the timer runs; otherwise, or with full=True, everything that changed now."""
@@ -253,6 +266,9 @@ class Refresher(QObject):
             self._full()
 
     def _tick(self) -> None:
+        if self._draining:
+            self._drain_tick()
+            return
         now = self._clock()
         if now - self._frame_at >= self.policy.frame_s:
             self._frame_at = now
@@ -270,12 +286,26 @@ class Refresher(QObject):
             self._status_due = False
             self._show_status()
 
-    def _full(self, shown_only: bool = False) -> None:
+    def _drain_tick(self) -> None:
+        """One tick of the last frame (see drain): one plot that changes, else the table, else the rest and stop."""
+        while self._due:
+            if self.pacer.draw([self._due.pop(0)], self._plots.update_plot):
+                return
+        if self._drain_table:
+            self._drain_table = False
+            if self._table.refresh(values_due=True):
+                self._table_shown = self._clock()
+                return
+        self._summary.refresh(force=False)
+        self._show_status()
+        self.stop()
+
+    def _full(self) -> None:
         plots = self._plots
         plots.take_snapshot()
         self._due = []
         self.pacer.draw(plots.plot_ids, plots.update_plot)
-        self._summary.refresh(force=not shown_only)
+        self._summary.refresh(force=True)
         if self._table.refresh(values_due=True):
             self._table_shown = self._clock()
         self._show_status()

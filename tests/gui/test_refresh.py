@@ -160,18 +160,41 @@ def test_a_plot_with_nothing_new_does_not_use_up_a_tick(harness):
     assert h.plots.drawn == [(h.clocks.wall, "loss_epoch")]  # the two step plots had nothing: skipped
 
 
-def test_draining_after_a_sweep_draws_everything_shown_once_and_stops(harness):
+def test_draining_after_a_sweep_draws_everything_shown_one_plot_per_tick_then_stops(harness):
     h = harness()
     h.refresher.start()
     h.tick()
     h.plots.pending = set(FakePlots.plot_ids)
     h.refresher.drain()
-    assert not h.refresher.active and h.plots.pending == set()
+    # the last frame is drawn as during a sweep, one plot per tick (all at once, the plots refitting to
+    # their data, was the sweep's longest GUI stall, ~80 ms), and the plots' ranges stop being sticky
+    assert h.refresher.active and not h.refresher.live and h.plots.drawn == []
+    for n in range(1, len(FakePlots.plot_ids) + 1):
+        h.tick()
+        assert [p for _t, p in h.plots.drawn] == list(FakePlots.plot_ids[:n])
+    extra = 0
+    while h.refresher.active and extra < 5:  # then the table, then the status bar and shown views; then it stops
+        h.tick()
+        extra += 1
+    assert not h.refresher.active and extra <= 2 and h.plots.pending == set()
     # the views of whole runs only if shown (force=False): a hidden Summary/Analysis tab catches up when shown,
     # instead of ~0.1 s of fits in one go at the sweep's end
-    assert h.summary.calls[-1] is False and h.table.calls[-1] is True
+    assert h.summary.calls[-1] is False and h.table.calls[-1] is True and h.status
     h.refresher.refresh()  # outside the timer: everything, hidden views too
     assert h.summary.calls[-1] is True
+
+
+def test_a_sweep_started_while_the_last_one_drains_ticks_on_live(harness):
+    h = harness()
+    h.refresher.start()
+    h.tick()
+    h.refresher.drain()
+    h.refresher.start()
+    assert h.refresher.live
+    h.plots.pending = {"loss_epoch"}
+    h.tick()  # a new frame starts at once
+    h.tick()
+    assert h.plots.drawn[-1][1] == "loss_epoch" and h.refresher.active
 
 
 def test_drain_does_nothing_when_the_timer_is_not_running(harness):
