@@ -223,8 +223,9 @@ def explain_one_time(sweep: SweepData) -> list[str]:
     total = [r.figures.total_time for r in runs if math.isfinite(r.figures.tracing_time)]
     if tracing:
         share = max(t / s for t, s in zip(tracing, total, strict=True) if s > 0) if any(s > 0 for s in total) else 0
+        low, high = f"{min(tracing):.2g}", f"{max(tracing):.2g}"
         lines.append(
-            f"Tracing and compiling the step function cost {min(tracing):.2g}-{max(tracing):.2g} s per run, "
+            f"Tracing and compiling the step function cost {low if low == high else f'{low}-{high}'} s per run, "
             f"once (left out of the steady-state figures; up to {share:.0%} of a run's time)."
         )
     wait = _by_size(runs, lambda r: steady_input_wait_share(r.steps.as_dict(), r.epochs.as_dict()))

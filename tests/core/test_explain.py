@@ -189,3 +189,9 @@ def test_one_time_costs_are_said_phase_by_phase_per_kind_of_child():
     for run in sweep.ordered_runs()[1:]:
         run.attrs["startup_prepared_s"] = 2.4
     assert "waiting for the standby to finish its start-up 1.0 s" in "\n".join(explain_sweep(sweep))
+
+
+def test_a_tracing_cost_that_rounds_to_one_value_is_said_once_not_as_a_range():
+    # batch 8 and 32 trace for 0.798 and 0.797 s: both "0.8" at two digits, so not "0.8-0.8 s"
+    text = "\n".join(explain_sweep(synthetic_sweep(sizes=(8, 32))))
+    assert "the step function cost 0.8 s per run" in text and "0.8-0.8" not in text
