@@ -279,18 +279,24 @@ class Refresher(QObject):
             if self._table.refresh(values_due=now - self._table_shown >= self.policy.table_interval_s):
                 self._table_shown = now
             return
-        while self._due:  # one plot that changes per tick; one with nothing new costs nothing
-            if self.pacer.draw([self._due.pop(0)], self._plots.update_plot):
-                return
+        if self._draw_one_due():
+            return
         if self._status_due:  # every plot shows the snapshot now: the status bar says the same
             self._status_due = False
             self._show_status()
 
-    def _drain_tick(self) -> None:
-        """One tick of the last frame (see drain): one plot that changes, else the table, else the rest and stop."""
+    def _draw_one_due(self) -> bool:
+        """Bring the next due plot that changes to the snapshot; True if one did (one plot per tick; a plot
+        with nothing new costs nothing)."""
         while self._due:
             if self.pacer.draw([self._due.pop(0)], self._plots.update_plot):
-                return
+                return True
+        return False
+
+    def _drain_tick(self) -> None:
+        """One tick of the last frame (see drain): one plot that changes, else the table, else the rest and stop."""
+        if self._draw_one_due():
+            return
         if self._drain_table:
             self._drain_table = False
             if self._table.refresh(values_due=True):
