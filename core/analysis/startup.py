@@ -96,7 +96,7 @@ def _median_costs(costs: list[OneTimeCosts]) -> dict[str, float]:
 
 def explain_startup(runs: list[RunData]) -> list[str]:
     """One sentence per kind of child: what a run paid before its first step, phase by phase (medians)."""
-    measured = [(r.index + 1, c) for r in runs if (c := one_time_costs(r)) is not None]
+    measured = [(r.index, c) for r in runs if (c := one_time_costs(r)) is not None]
     lines = []
     for kind in ("fresh", "probe", "standby", "reused", "forked"):
         group = [(n, c) for n, c in measured if c.child == kind]

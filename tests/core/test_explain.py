@@ -155,7 +155,8 @@ def test_report_of_a_real_sweep_prints_alpha_beta_and_the_knee(tmp_path):
 
 
 def test_one_time_costs_are_said_phase_by_phase_per_kind_of_child():
-    # Run 1 in a fresh child, runs 2-4 in standby children that had started, imported and loaded ahead.
+    # Run 0 in a fresh child, runs 1-3 in standby children that had started, imported and loaded ahead
+    # (runs named by their index, as in the run file and the runs table).
     sweep = synthetic_sweep()
     phases = {"process": 0.3, "import": 2.9, "data": 0.2, "model": 0.4, "pipeline": 0.1}
     for run in sweep.ordered_runs():
@@ -175,11 +176,11 @@ def test_one_time_costs_are_said_phase_by_phase_per_kind_of_child():
     assert standby.ahead == pytest.approx(3.4) and standby.rest == pytest.approx(1.3501 - 0.5 - standby.tracing)
     text = "\n".join(explain_sweep(sweep))
     assert (
-        "Before its first step ended, run 1 (a fresh child, started when its run was asked for) paid 4.8 s: "
+        "Before its first step ended, run 0 (a fresh child, started when its run was asked for) paid 4.8 s: "
         "process start 0.3 s, TensorFlow import 2.9 s, data 0.2 s, model build 0.4 s, input pipeline 0.1 s, "
         "tracing 0.8 s, the rest 0.052 s." in text
     )
-    assert "runs 2, 3, 4 (a standby child, started ahead" in text
+    assert "runs 1, 2, 3 (a standby child, started ahead" in text
     assert (
         "paid 1.4 s (median): model build 0.4 s, input pipeline 0.1 s, tracing 0.8 s, the rest 0.055 s; its "
         "process start 0.3 s, TensorFlow import 2.9 s, data 0.2 s (3.4 s of them ahead of the request)" in text
