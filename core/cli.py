@@ -60,6 +60,11 @@ SWEEP_OPTIONS = (
     ("--accumulate", "accumulate", "gradient accumulation: k micro-batches per update, effective batch = batch x k"),
     ("--fused", "fused", "K training steps per call of the step function, every step's loss kept (default 1)"),
     (
+        "--threads",
+        "tf_threads",
+        "TensorFlow threads (intra- and inter-op) in each training process; 0 = TensorFlow's default (one per core)",
+    ),
+    (
         "--target",
         "target",
         "train until METRIC is strictly better than VALUE, METRIC=VALUE with METRIC train_loss, val_loss (met "
@@ -173,6 +178,13 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)",
+    )
+    sweep.add_argument(
+        "--prepare-ahead",
+        action="store_true",
+        default=None,
+        help="with --fused on a Linux CPU: the next run's process builds its model and traces (and compiles) its "
+        "fused call while the current run trains, then waits for its turn (recorded as prepared_ahead_s)",
     )
     sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
     sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
@@ -488,6 +500,7 @@ def sweep_values(args: argparse.Namespace) -> dict[str, Any]:
     values["nesterov"] = args.nesterov
     values["xla"] = args.xla
     values["mixed_precision"] = args.mixed_precision
+    values["prepare_ahead"] = getattr(args, "prepare_ahead", None)
     return values
 
 

@@ -30,6 +30,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "fused": 1,  # training steps per call of the step function (1: one step per call, every step timed)
     "xla": False,  # compile the train step with XLA (jit_compile)
     "mixed_precision": False,  # mixed_float16 with loss scaling (GPU only)
+    "tf_threads": 0,  # the training child's TensorFlow threads; 0: TensorFlow's default
+    "prepare_ahead": False,  # fused runs: the next run's child prepares (builds, compiles) while this one trains
     "lr_from": None,  # an lr-find run file whose suggested rate per batch size replaces lr
     # learning-rate rule and schedule (docs/learning-rates.md): by default the rate is lr at every batch size
     "lr_rule": "constant",

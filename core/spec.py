@@ -158,6 +158,10 @@ class SweepSpec:
     batch_switch_to: int | None = _DEFAULTS["batch_switch_to"]  # two_phase: the larger batch
     batch_patience: int = _DEFAULTS["batch_patience"]  # two_phase: evaluations without improvement
     lr_pick: str = _DEFAULTS["lr_pick"]  # with lr_from: the file's steepest or min/10 suggestion
+    # The training child's TensorFlow threads (intra- and inter-op); 0: TensorFlow's default (docs/performance.md).
+    tf_threads: int = _DEFAULTS["tf_threads"]
+    # Fused runs on a Linux CPU: the next run's child builds, traces and compiles while this run trains.
+    prepare_ahead: bool = _DEFAULTS["prepare_ahead"]
 
     @property
     def epochs(self) -> int:
@@ -349,6 +353,22 @@ def parse_xla(value: Any) -> bool | str:
         return _bool("xla", False if _blank(value) else value)
     except SpecError:
         raise SpecError("xla", f"{value!r} is not allowed; use true, false or {XLA_AUTO}") from None
+
+
+MAX_TF_THREADS = 1024
+
+
+def parse_tf_threads(value: Any) -> int:
+    """TensorFlow's intra- and inter-op threads in the training child (0 = TensorFlow's default: one per core)."""
+    what = f"tf_threads must be a whole number of threads from 1 to {MAX_TF_THREADS}, or 0 for TensorFlow's default"
+    n = _int("tf_threads", 0 if _blank(value) else value, 0, what)
+    if n > MAX_TF_THREADS:
+        raise SpecError("tf_threads", f"{n} is too large; {what}")
+    return n
+
+
+def parse_prepare_ahead(value: Any) -> bool:
+    return _bool("prepare_ahead", False if _blank(value) else value)
 
 
 def parse_mixed_precision(value: Any) -> bool:
@@ -776,6 +796,8 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "batch_switch_to": parse_batch_switch_to,
     "batch_patience": parse_batch_patience,
     "lr_pick": parse_lr_pick,
+    "tf_threads": parse_tf_threads,
+    "prepare_ahead": parse_prepare_ahead,
 }
 
 
@@ -1023,6 +1045,12 @@ def _check_execution(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
                 f"{k} is not allowed with sync {p['sync']}: a fused call is timed as a whole (one sync per call); "
                 "use sync every_step or fused 1",
             )
+    if p.get("prepare_ahead") and "prepare_ahead" not in errors and isinstance(k, int) and k <= 1:
+        errors["prepare_ahead"] = SpecError(
+            "prepare_ahead",
+            "true is not allowed with fused 1: a run is prepared ahead by a first fused call (its trace and compile); "
+            "use fused 2 or more, or prepare_ahead false",
+        )
     if p.get("mixed_precision") and "mixed_precision" not in errors:
         if p.get("device") == "cpu":
             errors["mixed_precision"] = SpecError("mixed_precision", MIXED_PRECISION_ON_CPU)

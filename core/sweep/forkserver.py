@@ -118,8 +118,9 @@ class ForkServer:
         name = f"batchlab-{kind}-{fields['run']['index']}" if kind == "run" else "batchlab-probe"
         return ForkedProcess(self, int(answer["pid"]), name), mine
 
-    def fork_run(self, run: RunSpec, log_path: Path) -> tuple[ForkedProcess, Any]:
-        return self.fork("run", log_path, run=run.to_dict(), requested_at=time.time())
+    def fork_run(self, run: RunSpec, log_path: Path, ahead: bool = False) -> tuple[ForkedProcess, Any]:
+        """A child for `run`; with `ahead` it prepares the run and waits for its turn (core/training/ahead.py)."""
+        return self.fork("run", log_path, run=run.to_dict(), requested_at=time.time(), ahead=ahead)
 
     def wait(self, pid: int, timeout: float | None) -> int | None:
         """Have the server reap a forked child (waiting up to `timeout` s); its exit code, or None if it runs.

@@ -45,6 +45,7 @@ from batchlab.core.sweep.processes import (
     _reap,
     start_child,
 )
+from batchlab.core.training.ahead import PREPARED
 from batchlab.core.training.child import probe_run_main, run_main, trains_on_cpu
 from batchlab.core.training.startup import FORKED, FRESH, PROBE, REUSED, STANDBY
 
@@ -140,6 +141,7 @@ class SweepRunner:
         self.fork = fork
         self._zygote: ForkServer | None = None  # the fork server, while the sweep uses one
         self._standby: _RunChild | None = None  # the next run's child, getting ready
+        self._ahead: _RunChild | None = None  # the next run's forked child, preparing its run (prepare_ahead)
         self._idle: _RunChild | None = None  # the child of a run that ended ok, waiting to be reused
         self._first: RunSpec | None = None  # the run the probe child will take (prepare_first_run)
         self._exiting: list[multiprocessing.process.BaseProcess] = []  # children whose run ended, still exiting
@@ -174,7 +176,7 @@ class SweepRunner:
         with self._lock:
             if self._child is not None and self._child.is_alive():
                 self._child.kill()
-            for spare in (self._standby, self._idle):
+            for spare in (self._standby, self._idle, self._ahead):
                 if spare is not None and spare.process.is_alive():
                     spare.process.kill()
             if self._zygote is not None:
@@ -281,6 +283,7 @@ class SweepRunner:
             raise
         finally:
             self.discard_standby()
+            self._discard_ahead()
             self._retire_idle()
             while self._exiting:
                 _reap(self._exiting.pop())
@@ -297,7 +300,11 @@ class SweepRunner:
         its standby child if one is ready for it, else in a fresh one; while it trains, a standby child for
         `next_run` gets ready unless this child will take it. After a run that did not end ok, that child and
         the standby are let go and the next run gets a fresh child."""
-        forked = self._fork_child(run)
+        forked, note = self._take_ahead(run)
+        if note:
+            sink(log_event("warning", note, run=run.index))
+        if forked is None:
+            forked = self._fork_child(run)
         with self._lock:
             child, self._standby = self._standby, None
             idle, self._idle = self._idle, None
@@ -338,24 +345,91 @@ class SweepRunner:
                 standby = self._launch(next_run)
                 with self._lock:
                     self._standby = standby
+            # With prepare_ahead the next run's forked child builds, traces and compiles its run meanwhile.
+            if event.get("type") == RUN_STARTED and next_run is not None and self._prepares_ahead():
+                ahead = self._fork_child(next_run, ahead=True)
+                with self._lock:
+                    self._ahead = ahead
 
         status = self._finish(child, forward, keep=reuse)
         if status != "ok":
             self.discard_standby()  # whatever went wrong, the next run starts in a fresh process
+            self._discard_ahead()
         return status
 
-    def _fork_child(self, run: RunSpec) -> _RunChild | None:
+    def _fork_child(self, run: RunSpec, ahead: bool = False) -> _RunChild | None:
         """`run`'s child forked from the fork server, or None: no server, or it is gone (then closed, and this
-        run and the next get children of their own)."""
+        run and the next get children of their own). With `ahead` the child prepares its run and waits for
+        its turn (core/training/ahead.py; _take_ahead gives it its turn)."""
         if self._zygote is None:
             return None
         log_path = self._log_path(run)
         try:
-            process, events = self._zygote.fork_run(run, log_path)
+            process, events = self._zygote.fork_run(run, log_path, ahead=ahead)
         except ForkServerGone:
             self._close_zygote()
             return None
         return _RunChild(run, process, events, None, _SocketStop(events), log_path, FORKED)
+
+    def _prepares_ahead(self) -> bool:
+        """Whether the next run's child is forked ahead to prepare its run: prepare_ahead (fused runs only, as the
+        spec checks), a fork server, and no stop."""
+        return (
+            bool(getattr(self.spec, "prepare_ahead", False))
+            and self.spec.fused > 1
+            and self._zygote is not None
+            and not self._stop.is_set()
+        )
+
+    def _take_ahead(self, run: RunSpec) -> tuple[_RunChild | None, str]:
+        """The child prepared ahead for `run`, told that its turn has come; or None (none was prepared, or its
+        preparation failed: then `run` gets a child forked now, as without preparation) and why, in words, for
+        the log ("" when there is nothing to say). Waits for a preparation still under way: it had a head start
+        on a child forked now."""
+        with self._lock:
+            child, self._ahead = self._ahead, None
+        if child is None:
+            return None, ""
+        if child.run.index != run.index:
+            _end_process(child.process)
+            child.events.close()
+            return None, ""
+        answer = self._prepared_answer(child)
+        if answer is not None and answer.get("type") == PREPARED:
+            try:
+                child.events.send({"requested_at": time.time()})
+                return child, ""
+            except OSError:
+                answer = None
+        _end_process(child.process)
+        child.events.close()
+        if self._stop.is_set():
+            return None, ""
+        if answer is None:
+            why = _death_message(child.process.exitcode, child.log_path)
+        else:
+            why = str(answer.get("message", ""))
+        return None, f"run {run.index} could not be prepared ahead ({why}); it starts in a process forked now"
+
+    def _prepared_answer(self, child: _RunChild) -> dict[str, Any] | None:
+        """Wait for a child preparing ahead to say PREPARED or PREPARE_FAILED; None if it died or a stop came."""
+        while not self._stop.is_set():
+            try:
+                if child.events.poll(POLL_SECONDS):
+                    return child.events.recv()
+            except (EOFError, OSError):
+                return None
+            if not child.process.is_alive() and not child.events.poll(0):
+                return None
+        return None
+
+    def _discard_ahead(self) -> None:
+        """End a child preparing ahead whose run will not be given to it (it has not trained)."""
+        with self._lock:
+            child, self._ahead = self._ahead, None
+        if child is not None:
+            _end_process(child.process)
+            child.events.close()
 
     def _forks(self, run: RunSpec) -> bool:
         """Whether the sweep forks its children from a fork server: on (fork), Linux, no GPU in sight (the
@@ -419,6 +493,7 @@ class SweepRunner:
     def close(self) -> None:
         """Let every child that has not trained go: a standby, and the fork server (a sweep that never ran)."""
         self.discard_standby()
+        self._discard_ahead()
         self._close_zygote()
 
     def _reuses(self, run: RunSpec) -> bool:

@@ -62,9 +62,12 @@ def _cpu_description() -> str:
     return f"{model} ({os.cpu_count()} logical cores)"
 
 
-def _setup_tensorflow(device: str):
-    """Import TF, enable GPU memory growth; return (tf, tf_device, nvml_index, device_name)."""
+def _setup_tensorflow(device: str, threads: int = 0):
+    """Import TF, set its thread pools (`threads` > 0: that many intra- and inter-op threads; 0: TensorFlow's
+    default), enable GPU memory growth; return (tf, tf_device, nvml_index, device_name)."""
     import tensorflow as tf
+
+    set_threads(tf, threads)
 
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
@@ -78,6 +81,20 @@ def _setup_tensorflow(device: str):
         nvml_index = int(first) if first.isdigit() else 0
         return tf, "GPU:0", nvml_index, f"gpu:{nvml_index}"
     return tf, None, None, "cpu"
+
+
+def set_threads(tf, threads: int) -> None:
+    """TensorFlow's intra-op (one op's work split) and inter-op (ops side by side) thread pools: `threads` each,
+    before the first op (TensorFlow fixes them when its runtime starts). 0 leaves TensorFlow's default. In a
+    process whose runtime already started with the same setting (a reused child) nothing changes; a different
+    one is an error, not ignored."""
+    if threads <= 0:
+        return
+    config = tf.config.threading
+    if (config.get_intra_op_parallelism_threads(), config.get_inter_op_parallelism_threads()) == (threads, threads):
+        return
+    config.set_intra_op_parallelism_threads(threads)
+    config.set_inter_op_parallelism_threads(threads)
 
 
 def describe_environment(tf) -> dict[str, Any]:
@@ -143,7 +160,7 @@ def _probe_report(spec_dict: dict, check: bool, data=None) -> tuple[dict, Any]:
     try:
         spec = SweepSpec.from_dict(spec_dict)
         _set_device_environment(spec.device)
-        tf, *_ = _setup_tensorflow(spec.device)
+        tf, *_ = _setup_tensorflow(spec.device, spec.tf_threads)
         environment = describe_environment(tf)
         if not check:
             return {"type": PROBE_RESULT, "environment": environment}, None
@@ -252,7 +269,7 @@ def _serve(run_dict: dict, conn, stop_event, go, startup: StartupClock, data=Non
             if ahead:
                 _yield_cpu()
             with startup.phase("import"):
-                prepared = _setup_tensorflow(run.sweep.device)
+                prepared = _setup_tensorflow(run.sweep.device, run.sweep.tf_threads)
                 from batchlab.core.training import trainer
             with startup.phase("data"):
                 return trainer, prepared, trainer.load_run_data(run) if data is None else data
@@ -405,7 +422,7 @@ def _child_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness
         # Inside the try: rebuilding the spec checks the data file again, which may be gone by now.
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
-        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
+        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device, run.sweep.tf_threads)
         train(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name)
     except Exception as e:  # failures before training started; the sweep goes on with the next run
         _report_setup_failure(conn, index, e)

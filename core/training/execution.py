@@ -67,4 +67,13 @@ def execution_fields(run: RunSpec, model: Any, xla_choice: str = "") -> dict[str
         "xla": int(bool(getattr(model, "jit_compile", False))),
         "xla_choice": xla_choice,
         "precision": str(getattr(policy, "name", FLOAT32)),
+        "tf_threads": tensorflow_threads(),
     }
+
+
+def tensorflow_threads() -> int:
+    """The intra-op threads TensorFlow runs with in this process, as it reports them (0: its default, one per
+    core); the spec's `tf_threads` sets both pools (child.set_threads)."""
+    import tensorflow as tf
+
+    return int(tf.config.threading.get_intra_op_parallelism_threads())

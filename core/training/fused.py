@@ -146,6 +146,25 @@ class FusedLoop(InstrumentedLoop):
         self.timing = FitTiming()  # tracing cost and throughput from whole calls
         hooks.hooks.insert(0, self.timing)  # first, so its run figures take precedence over step-based ones
 
+    def warm_up(self) -> None:
+        """Trace (and with XLA compile) the fused call now, with real calls on the run's data: one step of the
+        run's batch size and, if an epoch ends with a short batch, one of that; then every model, optimizer and
+        metric variable is set back to its value before them, so the run trains from exactly where it would
+        have without this (its losses are the same). The epoch orders are not touched (their shuffle draws
+        stay the run's). Its first call then does not trace: the cost was paid here, ahead (core/training/ahead.py)."""
+        model = self.setup.model
+        variables = list({id(v): v for v in _state_variables(model)}.values())
+        saved = [v.numpy() for v in variables]
+        samples, batch = self.setup.samples, self.setup.run.batch_size
+        order = tf.range(samples, dtype=tf.int32)
+        if samples >= batch:
+            self.fused.call(order, 0, 1, batch)
+        if samples % batch:
+            self.fused.call(order, samples - samples % batch, 1, samples % batch)
+        for variable, value in zip(variables, saved, strict=True):
+            variable.assign(value)
+        self.trace.traced()  # what traced is counted here, not in the run's first call
+
     def _call_size(self, done: int, left_in_epoch: int) -> int:
         """Steps of the next call: at most K, never past the epoch's end, the next evaluation point or the budget."""
         n = min(self.steps_per_call, left_in_epoch)
@@ -215,3 +234,9 @@ class FusedLoop(InstrumentedLoop):
                 "wall_time": wall,
             }
             self._report(row, logs)
+
+
+def _state_variables(model: Any) -> list:
+    """Every variable a training step may change: the model's (weights, non-trainable state, random seeds),
+    the optimizer's (its step counter, moments, a loss scale) and the metrics' running totals."""
+    return [*model.variables, *model.optimizer.variables, *model.metrics_variables]

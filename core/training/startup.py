@@ -38,6 +38,7 @@ class StartupClock:
         self.ready_at = math.nan  # the child had imported TensorFlow and loaded the data
         self.requested_at = math.nan  # the parent asked for the run (the go message)
         self.kind = FRESH
+        self.ahead_s = math.nan  # seconds the run was prepared ahead (model, engine, first call), if it was
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -94,5 +95,6 @@ class StartupClock:
         for name in PHASES:
             out[f"startup_{name}_s"] = float(self.seconds.get(name, math.nan))
         out["startup_prepared_s"] = self.prepared_s()
+        out["prepared_ahead_s"] = float(self.ahead_s)
         out["startup_s"] = max(0.0, time.time() - requested) if math.isfinite(requested) else math.nan
         return out

@@ -558,6 +558,41 @@ def make_evaluations(setup: RunSetup, hooks: HookList, emit: Emit) -> Evaluation
     return evaluations
 
 
+@dataclass
+class BuiltRun:
+    """A run ready to train: its measurements (hooks), its model and data (setup) and its engine."""
+
+    hooks: HookList
+    setup: RunSetup
+    engine: Any
+
+
+def build_run(
+    run: RunSpec,
+    emit: Emit,
+    should_stop: Callable[[], bool],
+    hooks: HookList,
+    data=None,
+    clock: StartupClock | None = None,
+) -> BuiltRun:
+    """Seed, build the model (the clock's `model` phase) and the engine with its hooks (`pipeline`)."""
+    clock = clock if clock is not None else StartupClock()
+    with clock.phase("model"):
+        setup = prepare_run(run, emit, data)
+    rates = learning_rate_hook(setup)
+    hooks.hooks.insert(0, rates)  # before StepLog, which copies the rows
+    batches = None
+    if setup.batch_plan is not None:
+        batches = BatchSchedule(setup.batch_plan, run.index, emit, rates)
+        hooks.hooks.insert(1, batches)
+    noise = make_noise_probe(setup, emit)
+    if noise is not None:
+        hooks.hooks.insert(len(hooks.hooks) - 1, noise)  # before RunEvents: its rows go before run_ended
+    with clock.phase("pipeline"):
+        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise, batches)
+    return BuiltRun(hooks, setup, engine)
+
+
 def train_run(
     run: RunSpec,
     emit: Emit,
@@ -567,32 +602,25 @@ def train_run(
     device_name: str,
     data=None,
     startup: StartupClock | None = None,
+    built: BuiltRun | None = None,
 ) -> str:
     """Train one run, emitting run_started, steps, epoch_ended and finally run_ended (also on failure);
     returns the run's status ("ok", "error", "oom", "diverged", "interrupted").
 
     `data`: the run's arrays if the child loaded them already (load_run_data); `startup`: the child's
-    start-up clock, which times the model build and the pipeline here and goes into run_started."""
-    hooks = standard_hooks(run.index, emit, tf_device, nvml_index)
+    start-up clock, which times the model build and the pipeline here and goes into run_started; `built`:
+    the run already built (build_run) and prepared ahead (core/training/ahead.py), whose emit and should_stop
+    must be this call's."""
+    clock = startup if startup is not None else StartupClock()
+    hooks = built.hooks if built is not None else standard_hooks(run.index, emit, tf_device, nvml_index)
     end: dict[str, Any] = {"status": "ok", "message": ""}
     engine = None
-    clock = startup if startup is not None else StartupClock()
     try:
         # Loading, building and copying the data are inside: their failures (a data file removed
         # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
-        with clock.phase("model"):
-            setup = prepare_run(run, emit, data)
-        rates = learning_rate_hook(setup)
-        hooks.hooks.insert(0, rates)  # before StepLog, which copies the rows
-        batches = None
-        if setup.batch_plan is not None:
-            batches = BatchSchedule(setup.batch_plan, run.index, emit, rates)
-            hooks.hooks.insert(1, batches)
-        noise = make_noise_probe(setup, emit)
-        if noise is not None:
-            hooks.hooks.insert(len(hooks.hooks) - 1, noise)  # before RunEvents: its rows go before run_ended
-        with clock.phase("pipeline"):
-            engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise, batches)
+        if built is None:
+            built = build_run(run, emit, should_stop, hooks, data, clock)
+        setup, engine = built.setup, built.engine
         budget = run.sweep.budget
         planned_steps = budget.steps(setup.samples, run.batch_size)
         planned_epochs = budget.epochs(setup.samples, run.batch_size)

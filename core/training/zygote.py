@@ -39,7 +39,7 @@ from batchlab.core.training.child import (
     _set_device_environment,
     _setup_tensorflow,
 )
-from batchlab.core.training.startup import StartupClock
+from batchlab.core.training.startup import FORKED, StartupClock
 
 _PR_SET_PDEATHSIG = 1  # prctl option: a signal for this process when its parent dies
 _MADV_POPULATE_READ = 22  # madvise advice (Linux >= 5.14): map these pages now, as a read would
@@ -217,14 +217,35 @@ def _train(request: dict, conn: Connection, data) -> None:
     try:
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
-        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device)
+        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device, run.sweep.tf_threads)
         from batchlab.core.training import trainer
 
         if data is None:
             with startup.phase("data"):
                 data = trainer.load_run_data(run)
+        built = None
+        if request.get("ahead"):  # prepare now, beside the run that trains; train when the parent says so
+            from batchlab.core.training import ahead
+
+            prepared = ahead.prepare(run, conn, tf_device, nvml_index, data, startup)
+            if prepared is None:
+                return  # the parent forks a child of its own for the run
+            requested_at = ahead.wait_for_turn(conn)
+            if requested_at is None:
+                return  # let go untrained
+            startup.requested(requested_at, FORKED)
+            built, emit = prepared
+            emit.release(conn.send)
         trainer.train_run(
-            run, conn.send, lambda: conn.poll(0), tf_device, nvml_index, device_name, data=data, startup=startup
+            run,
+            conn.send,
+            lambda: conn.poll(0),
+            tf_device,
+            nvml_index,
+            device_name,
+            data=data,
+            startup=startup,
+            built=built,
         )
     except Exception as e:  # failures before training started; the sweep goes on with the next run
         _report_setup_failure(conn, run_dict.get("index"), e)
