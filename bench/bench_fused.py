@@ -15,7 +15,13 @@ Each way is a fresh process timed from launch to exit, as a user pays it:
            recorded, the run file written), with `--xla` added when this bench is given --xla (the
            whole K-step call compiled by XLA), `--xla auto` with --xla auto (XLA only in runs whose
            steps repay the compile: core/training/xla_choice.py);
-  default  (with --with-default) the same sweep without --fused, for the side-by-side.
+  default  (with --with-default) the same sweep without --fused, for the side-by-side;
+  ahead    (with --also-ahead) the fused sweep with one TensorFlow thread per training process and each
+           next run prepared while the current one trains: `--fused K --xla [auto] --threads 1
+           --prepare-ahead` (--ahead-xla picks on or auto; docs/performance.md);
+  fit1     (with --also-ahead or --fit-one-thread) the hand-written sweep with one TensorFlow thread
+           (intra- and inter-op) set before its first op: not what a user writes (fit's default threads
+           stay the target's reference), printed beside the headline for honesty.
 
 Ways are interleaved in pairs whose order alternates over repeats, so drift and other load fall on all
 alike; the ratio is the median of the per-pair ratios, with their min-max as the spread. The CPU
@@ -27,8 +33,8 @@ losses) with fit's epoch loss, and checks the file has one row per step.
 Usage (from the repository root):
 
     .venv/bin/python bench/bench_fused.py [--fused 64] [--repeats 2] [--with-default]
-        [--xla [auto]] [--also-auto] [--warm-cache] [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000]
-        [--device cpu|gpu]
+        [--xla [auto]] [--also-auto] [--also-ahead [--ahead-xla on|auto]] [--fit-one-thread] [--warm-cache]
+        [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ PRESET = "mnist-autoencoder"
 TARGET_RATIO = 0.35  # fused sweep wall time / hand-written fit sweep wall time: at most this
 DEFAULT_FUSED = 64
 DEFAULT_REPEATS = 2
-FIT, FUSED, DEFAULT, AUTO = "fit", "fused", "default", "auto"
+FIT, FUSED, DEFAULT, AUTO, AHEAD, FIT1 = "fit", "fused", "default", "auto", "ahead", "fit1"
 XLA_WORDS = {None: "", "on": " with --xla", "auto": " with --xla auto"}
 
 
@@ -82,6 +88,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--also-auto", action="store_true", help="also time the fused sweep with --xla auto (way 'auto') beside it"
     )
     p.add_argument(
+        "--also-ahead",
+        action="store_true",
+        help="also time the fused sweep with --threads 1 --prepare-ahead (way 'ahead'), and fit with one thread",
+    )
+    p.add_argument(
+        "--ahead-xla",
+        choices=("on", "auto"),
+        default="on",
+        help="the 'ahead' way's XLA: on (every run compiled, the compile prepared ahead; default) or auto",
+    )
+    p.add_argument("--fit-one-thread", action="store_true", help="also time fit with one TensorFlow thread (fit1)")
+    p.add_argument("--threads-child", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument(
         "--warm-cache",
         action="store_true",
         help="the BatchLab sweeps with XLA's persistent compile cache (--xla-cache) in a temporary folder, filled "
@@ -101,6 +120,12 @@ def hand_written_child(args: argparse.Namespace) -> int:
         os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
+
+    if args.threads_child:  # before the first op, as batchlab's --threads does in its training processes
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads_child)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads_child)
     from bench_fit_parity import make_run, measure_fit
 
     losses, train_s = {}, 0.0
@@ -119,8 +144,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_fit(args: argparse.Namespace) -> tuple[float, dict]:
+def run_fit(args: argparse.Namespace, threads: int = 0) -> tuple[float, dict]:
     cmd = [sys.executable, __file__, "--hand-written-child", "--batch-sizes", args.batch_sizes]
+    cmd += ["--threads-child", str(threads)]
     cmd += ["--epochs", str(args.epochs), "--samples", str(args.samples), "--device", args.device]
     t0, c0 = time.perf_counter(), _children_cpu()
     result = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -128,7 +154,9 @@ def run_fit(args: argparse.Namespace) -> tuple[float, dict]:
     return wall, {**json.loads(result.stdout.strip().splitlines()[-1]), "cpu_s": _children_cpu() - c0}
 
 
-def run_batchlab(args: argparse.Namespace, out: Path, fused: int, xla: str | None = None) -> tuple[float, dict]:
+def run_batchlab(
+    args: argparse.Namespace, out: Path, fused: int, xla: str | None = None, extra: tuple[str, ...] = ()
+) -> tuple[float, dict]:
     from batchlab.core.runfile.reader import read_run_file
 
     cmd = [sys.executable, str(REPO_ROOT / "main.py"), "sweep", "--preset", PRESET, "--val-samples", "0"]
@@ -136,6 +164,7 @@ def run_batchlab(args: argparse.Namespace, out: Path, fused: int, xla: str | Non
     cmd += ["--device", "cpu" if args.device == "cpu" else "gpu:0", "--out", str(out), "--overwrite", "--quiet"]
     if fused > 1:
         cmd += ["--fused", str(fused)] + {None: [], "on": ["--xla"], "auto": ["--xla", "auto"]}[xla]
+    cmd += list(extra)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     if args.cache_dir is not None:
         from batchlab.core.training.xla_choice import enable_xla_cache
@@ -159,6 +188,7 @@ def run_batchlab(args: argparse.Namespace, out: Path, fused: int, xla: str | Non
             "steps_per_call": int(run.attrs.get("steps_per_call", 1)),
             "total_time": float(run.total_time),
             "xla": int(run.attrs.get("xla", 0) or 0),
+            "prepared_ahead_s": float(run.attrs.get("prepared_ahead_s", math.nan)),
         }
     return wall, {"train_s": sum(r["total_time"] for r in runs.values()), "runs": runs, "cpu_s": cpu}
 
@@ -169,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         return hand_written_child(args)
     batch_sizes = [int(v) for v in args.batch_sizes.split(",")]
     ways = [FIT, FUSED] + ([AUTO] if args.also_auto else []) + ([DEFAULT] if args.with_default else [])
+    ways += ([AHEAD] if args.also_ahead else []) + ([FIT1] if args.also_ahead or args.fit_one_thread else [])
+    batchlab_fused = [w for w in (FUSED, AUTO, AHEAD) if w in ways]
     print(f"command:    {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}")
     print(f"date:       {datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"machine:    {os.cpu_count()} logical CPUs, {platform.machine()}, {platform.system()}; device {args.device}")
@@ -183,26 +215,26 @@ def main(argv: list[str] | None = None) -> int:
     gap, rows_ok = 0.0, True
     with tempfile.TemporaryDirectory() as tmp:
         args.cache_dir = Path(tmp) / "xla-cache" if args.warm_cache else None
-        for way in [w for w in (FUSED, AUTO) if w in ways and args.warm_cache]:
-            xla = AUTO if way == AUTO else args.xla
-            wall, _ = run_batchlab(args, Path(tmp) / "warm-up.h5", args.fused, xla)
+        for way in [w for w in batchlab_fused if args.warm_cache]:
+            wall, _ = run_batchlab(args, Path(tmp) / "warm-up.h5", args.fused, *_fused_way(args, way))
             print(f"  cache warm-up, {way}: {wall:.1f} s (untimed)", flush=True)
         for r in range(args.repeats):
             order = ways if r % 2 == 0 else ways[::-1]
             results = {}
             for way in order:
-                if way == FIT:
-                    wall, results[way] = run_fit(args)
+                if way in (FIT, FIT1):
+                    wall, results[way] = run_fit(args, threads=1 if way == FIT1 else 0)
+                elif way == DEFAULT:
+                    wall, results[way] = run_batchlab(args, Path(tmp) / f"{way}.h5", 1)
                 else:
-                    fused = args.fused if way in (FUSED, AUTO) else 1
-                    xla = AUTO if way == AUTO else args.xla
-                    wall, results[way] = run_batchlab(args, Path(tmp) / f"{way}.h5", fused, xla)
+                    xla, extra = _fused_way(args, way)
+                    wall, results[way] = run_batchlab(args, Path(tmp) / f"{way}.h5", args.fused, xla, extra)
                 walls[way].append(wall)
                 train[way].append(results[way]["train_s"])
                 cpu[way].append(results[way]["cpu_s"])
             for b in batch_sizes:
                 fit_losses = results[FIT]["losses"][str(b)]
-                for run in [results[w]["runs"][b] for w in (FUSED, AUTO) if w in ways]:
+                for run in [results[w]["runs"][b] for w in batchlab_fused]:
                     gap = max(gap, max(abs(f - m) / abs(f) for f, m in zip(fit_losses, run["losses"], strict=True)))
                     steps = math.ceil(args.samples / b) * args.epochs
                     rows_ok &= run["step_rows"] == steps and run["steps_per_call"] == args.fused
@@ -210,9 +242,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{w} {walls[w][-1]:6.1f} s (training {train[w][-1]:5.1f} s, CPU {cpu[w][-1]:5.1f} s)" for w in ways
             )
             print(f"  repeat {r + 1}/{args.repeats} order {'/'.join(order)}: {line}", flush=True)
-            for way in [w for w in (FUSED, AUTO) if w in ways and (args.xla or w == AUTO)]:
+            for way in [w for w in batchlab_fused if args.xla or w != FUSED]:
                 compiled = [b for b in batch_sizes if results[way]["runs"][b]["xla"]]
                 print(f"    {way} runs compiled with XLA: batch {', '.join(map(str, compiled)) or 'none'}", flush=True)
+            if AHEAD in ways:
+                ahead = [f"{b}: {results[AHEAD]['runs'][b]['prepared_ahead_s']:.1f}" for b in batch_sizes]
+                print(f"    ahead: prepared_ahead_s per batch {', '.join(ahead)} (nan: not prepared)", flush=True)
     print(f"\nload after: {_uptime()}\n")
     print(
         f"{'way':>8} {'wall s (median)':>16} {'training s':>11} {'ratio to fit':>13} {'pairs':>11} "
@@ -239,9 +274,28 @@ def main(argv: list[str] | None = None) -> int:
         auto = statistics.median([x / f for x, f in zip(walls[AUTO], walls[FIT], strict=True)])
         verdict = "met" if auto <= TARGET_RATIO else "missed"
         print(f"fused --xla auto / fit wall time {auto:.3f}; target <= {TARGET_RATIO}: {verdict}")
+    if AHEAD in ways:
+        xla, extra = _fused_way(args, AHEAD)
+        words = f"--fused {args.fused} --xla{' auto' if xla == AUTO else ''} {' '.join(extra)}"
+        for ref in [w for w in (FIT, FIT1) if w in ways]:
+            ahead = statistics.median([x / f for x, f in zip(walls[AHEAD], walls[ref], strict=True)])
+            ahead_cpu = statistics.median([x / f for x, f in zip(cpu[AHEAD], cpu[ref], strict=True)])
+            reference = "fit (default threads: the target's reference)" if ref == FIT else "fit with one thread"
+            met = "met" if ahead <= TARGET_RATIO else "missed"
+            verdict = f"; target <= {TARGET_RATIO}: {met}" if ref == FIT else ""
+            print(f"{words} / {reference}: wall time {ahead:.3f}, CPU {ahead_cpu:.3f}{verdict}")
     ok = ratio <= TARGET_RATIO and rows_ok
     print(f"fused / fit wall time {ratio:.3f}; target <= {TARGET_RATIO}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def _fused_way(args: argparse.Namespace, way: str) -> tuple[str | None, tuple[str, ...]]:
+    """A fused way's XLA setting and its other sweep options."""
+    if way == AUTO:
+        return AUTO, ()
+    if way == AHEAD:
+        return args.ahead_xla, ("--threads", "1", "--prepare-ahead")
+    return args.xla, ()
 
 
 def _uptime() -> str:
