@@ -84,6 +84,7 @@ def event_stream() -> list[tuple[float, dict]]:
                     epochs=EPOCHS,
                     samples=SAMPLES,
                     started=now_iso(),
+                    rss_before_training_bytes=(560 + batch // 8) << 20,  # a CPU run's baseline, as the child sends
                 ),
             )
         )
@@ -220,9 +221,17 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
     window.progress = SweepProgress(spec, clock=clock)
     window.worker, window._worker_done = _ReplayWorker(), False
     window._show_sweep(window.data, "main")
-    window.refresher.start()
-    window.refresher.timer.stop()  # the simulated clock ticks instead of the timer
-    window.refresher.timer.isActive = lambda: True
+    refresher = window.refresher
+    refresher.start()
+    refresher.timer.stop()  # the simulated clock ticks instead of the timer
+    refresher.timer.start = lambda *_a: None
+    refresher.timer.isActive = lambda: True  # (a tree from before the single-shot ticks asks its timer)
+    # Ticks run when the refresher schedules them (at the next 50 ms step of the simulated clock); a tree
+    # without a schedule ticks every 50 ms, as its periodic timer did.
+    scheduled = hasattr(refresher, "next_tick_at")
+    ticks = deliveries = 0
+    tick_costs: list[tuple[float, float, str]] = []  # (GUI CPU of a tick with its paints, when, what it drew)
+    drew: list[str] = []
     changes: dict[str, list[float]] = {p: [] for p in window.live.plot_ids}
     update = window.live.update_plot
     spent = {"plot updates": 0.0, "other tick work": 0.0, "events": 0.0, "paint": 0.0}
@@ -233,6 +242,7 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
         spent["plot updates"] += time.thread_time() - t0
         if changed:
             changes[plot_id].append(clock.now)
+            drew.append(plot_id)
         return changed
 
     window.live.update_plot = timed_update
@@ -251,21 +261,28 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
             i += 1
         t0 = time.thread_time()
         if batch:
+            deliveries += 1
             window._on_events(batch)
         t1 = time.thread_time()
-        window.refresh()
+        drew.clear()
+        if not scheduled or clock.now >= refresher.next_tick_at - 1e-9:
+            ticks += 1
+            window.refresh()
         t2 = time.thread_time()
         app.processEvents()
         t3 = time.thread_time()
         spent["events"] += t1 - t0
         spent["other tick work"] += t2 - t1
         spent["paint"] += t3 - t2
+        tick_costs.append((t3 - t0, clock.now, "+".join(drew) or ("events" if batch else "")))
     if profile is not None:
         profile.disable()
     total = time.thread_time() - start
     spent["other tick work"] -= spent["plot updates"]
     window.worker.alive, window._worker_done = False, True
-    window.refresher.timer.isActive = lambda: False
+    refresher.timer.isActive = lambda: False
+    if scheduled:
+        refresher.stop()
     window.close()
     paints = dict(painted.count)
     regenerated.stop()
@@ -277,6 +294,9 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
         "runs": _run_spans(stream),
         "paints": paints,
         "axes": dict(regenerated.count),
+        "ticks": ticks,
+        "deliveries": deliveries,
+        "longest": sorted(tick_costs, reverse=True)[:8],
     }
 
 
@@ -355,6 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GUI thread (median replay): {total / minutes:.2f} CPU-s per minute = {share:.1f}% of a core")
     for name, value in result["spent"].items():
         print(f"  {name:>16}: {value / minutes:6.2f} CPU-s/min ({100 * value / total:4.1f}%)")
+    print(
+        f"GUI thread wake-ups per second of stream: refresh ticks {result['ticks'] / result['stream_s']:.1f}, "
+        f"event deliveries {result['deliveries'] / result['stream_s']:.1f}"
+    )
+    print(
+        "costliest 50 ms steps (GUI CPU of events + tick + paints; the longest-gap candidates): "
+        + ", ".join(f"{1000 * c:.1f} ms at {t:.2f} s ({what or 'nothing drawn'})" for c, t, what in result["longest"])
+    )
     print(
         f"paints of the live plots: {sum(result['paints'].values())} in all, "
         + ", ".join(f"{k} {v}" for k, v in result["paints"].items())

@@ -132,7 +132,7 @@ class AnalysisView(MainSweepView):
     # ------------------------------------------------------------ what the window calls
 
     def restyle(self) -> None:
-        self.invalidate()
+        self.invalidate_when_shown()  # new colours (e.g. a sweep's batch sizes as it starts): hidden, when shown
 
     def redraw(self) -> None:
         """Re-analyse and redraw (MainSweepView calls it when a run started or ended, while the tab is shown)."""

@@ -44,6 +44,23 @@ def epoch_memory(run: RunData, column: str, n: int) -> tuple[np.ndarray, np.ndar
     return np.asarray(run.epochs["epoch"][:n], dtype=float) + 1, np.where(y > 0, y / MIB, np.nan)
 
 
+def on_cpu(spec: dict, environment: dict, runs: list[RunData]) -> bool:
+    """True if a sweep trains on the CPU, as far as its start says: device cpu, or auto where TensorFlow saw no
+    GPU (the environment the sweep started with), or a run that says it ran on the cpu."""
+    if any(run.attrs.get("device") == "cpu" for run in runs):
+        return True
+    device = spec.get("device")
+    devices = environment.get("devices") or []
+    return device == "cpu" or (device == "auto" and bool(devices) and all(d.get("kind") != "GPU" for d in devices))
+
+
+def expected_columns(spec: dict, environment: dict, runs: list[RunData]) -> set[str]:
+    """The memory columns a sweep will draw, known before its first epoch ends: on a CPU host RSS and each
+    run's RSS before training (so the axis label, the legend and the curves are made before training
+    starts, not in the middle of it); empty where it is not known yet (a GPU reports what it reports)."""
+    return {"rss_peak_bytes", RSS_BASE} if on_cpu(spec, environment, runs) else set()
+
+
 def axis_label(series_columns: set[str]) -> tuple[str, bool]:
     """(y label, whether the axis is anchored at zero) for the memory columns drawn (RSS_BASE included).
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from batchlab.core.events import STEP_FLUSH_SECONDS
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QWidget
 
 if TYPE_CHECKING:
@@ -35,7 +35,8 @@ class RefreshPolicy:
       snapshot), and the summary and the runs table are refreshed. On the ticks that follow
       (every `tick_s`) the visible tab's live plots are brought to the snapshot one per tick, so
       no tick does more than one plot's work and its repaint; once all are, the status bar shows
-      the same snapshot, so it never says an epoch the plots do not show yet;
+      the same snapshot, so it never says an epoch the plots do not show yet. Then no tick runs
+      until the next frame (`next_tick_in`): the GUI thread is not woken to find nothing due;
     - a running run's numbers in the runs table change at most every `table_interval_s` (a
       status change shows at once).
 
@@ -67,6 +68,19 @@ class RefreshPolicy:
 
 # The window's policy; a benchmark may replace it before it builds a window.
 DEFAULT_POLICY = RefreshPolicy()
+
+
+def next_tick_in(policy: RefreshPolicy, now: float, frame_at: float, busy: bool) -> float:
+    """Seconds from `now` until the refresher's next tick.
+
+    While a frame still has work (`busy`: plots not yet brought to its snapshot, the status bar, the last
+    frame's table) the ticks follow each other every `tick_s`; once it has none the GUI thread sleeps until
+    the next frame is due (`frame_at + frame_s`), instead of waking every `tick_s` to find nothing to do.
+    Every wake-up of the GUI thread takes a core from the training child's threads for a moment.
+    """
+    if busy:
+        return policy.tick_s
+    return max(0.0, frame_at + policy.frame_s - now)
 
 
 class PlotPacer:
@@ -143,6 +157,11 @@ class RunChangeView(QWidget):
         self._drawn_version = None
         self.refresh()
 
+    def invalidate_when_shown(self) -> None:
+        """What is drawn is out of date (new colours): draw it again now if shown, else when it is shown."""
+        self._drawn_version = None
+        self.refresh(force=False)
+
     def refresh(self, force: bool = True) -> None:
         """Redraw if a run started or ended since the last draw; with force=False only while visible."""
         if not force and not self.isVisible():
@@ -196,8 +215,15 @@ class Refresher(QObject):
         self.policy = policy
         self._clock = clock
         self.pacer = PlotPacer(clock)
+        # One shot at a time: each tick schedules the next (next_tick_in), so the GUI thread is not woken
+        # between frames when nothing is due. Precise: a coarse timer may fire up to 5% early, before its frame.
         self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
         self.timer.setInterval(policy.tick_ms)
+        self._running = False  # ticking: between start() and stop() (the single-shot timer is idle inside a tick)
+        self.next_tick_at = math.inf  # when the next tick is scheduled (the refresher's clock)
+        self.ticks = 0  # ticks run since the window opened (benchmarks count the GUI thread's wake-ups)
         self._frame_at = -math.inf  # when the last frame started
         self._due: list[str] = []  # plots not yet brought to this frame's snapshot
         self._status_due = False  # the status bar shows the snapshot once the plots do
@@ -223,15 +249,24 @@ class Refresher(QObject):
 
     @property
     def active(self) -> bool:
-        """True while the timer runs (data arrives)."""
-        return self.timer.isActive()
+        """True while the refresher ticks (data arrives, or the last frame is being drawn)."""
+        return self._running
 
     def start(self) -> None:
         """Data will arrive (a sweep or a file being written): tick until `drain()`; the first tick starts a frame."""
         if not self.active or self._draining:
             self._frame_at = -math.inf
+            self._schedule(self.policy.tick_s)
         self._draining = False
-        self.timer.start()
+        self._running = True
+
+    def _schedule(self, delay_s: float) -> None:
+        self.next_tick_at = self._clock() + delay_s
+        self.timer.start(max(1, math.ceil(delay_s * 1000)))
+
+    def _busy(self) -> bool:
+        """True while the current frame has work left for the next tick."""
+        return bool(self._due) or self._status_due or self._draining
 
     def drain(self) -> None:
         """No more data: one last frame brings everything shown up to date, then the timer stops.
@@ -247,6 +282,7 @@ class Refresher(QObject):
             self._plots.take_snapshot()
             self._due = list(self._plots.plot_ids)
             self._drain_table = True
+            self._schedule(self.policy.tick_s)  # not at the next frame: the last one starts now
 
     @property
     def live(self) -> bool:
@@ -255,13 +291,18 @@ class Refresher(QObject):
 
     def stop(self) -> None:
         self.timer.stop()
+        self._running = False
+        self.next_tick_at = math.inf
         self._due = []
         self._draining = False
 
     def refresh(self, full: bool = False) -> None:
         """One tick while the timer runs; otherwise, or with full=True, everything that changed now."""
         if self.active and not full:
+            self.ticks += 1
             self._tick()
+            if self.active:  # (the last frame's final tick stopped it)
+                self._schedule(next_tick_in(self.policy, self._clock(), self._frame_at, self._busy()))
         else:
             self._full()
 

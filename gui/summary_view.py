@@ -97,7 +97,7 @@ class SummaryView(RunChangeView):
         self.invalidate()
 
     def restyle(self) -> None:
-        self.invalidate()
+        self.invalidate_when_shown()  # new colours (e.g. a sweep's batch sizes as it starts): hidden, when shown
 
     def data_version(self) -> object:
         return {s: d.summary_version for s, d in self.sources.items()}

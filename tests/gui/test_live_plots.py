@@ -297,7 +297,55 @@ def test_empty_plots_keep_a_sensible_axis_until_data_comes(qapp):
     for plot_id in ("throughput", "memory", "epoch_split"):
         low, high = live.plots[plot_id].getPlotItem().getViewBox().viewRange()[1]
         assert low >= 0 and high <= 1, plot_id
-    assert live.plots["memory"].getPlotItem().getAxis("left").labelText == "memory"  # not RSS before data
+    # a CPU sweep (the device is known when it starts) says what its memory axis will show before data comes
+    assert live.plots["memory"].getPlotItem().getAxis("left").labelText == "process RSS"
+    live.close()
+
+
+def _started(device: str, gpu: bool) -> SweepData:
+    """A live sweep whose first run started and has no epoch yet, on `device` (spec) with or without a GPU seen."""
+    events = list(sweep_events(batch_sizes=(16, 64)))
+    devices = [{"name": "cpu", "kind": "CPU"}] + ([{"name": "gpu:0", "kind": "GPU"}] if gpu else [])
+    started = {**events[0], "spec": {**events[0]["spec"], "device": device}, "environment": {"devices": devices}}
+    run = {k: v for k, v in events[1].items() if k != "device"}
+    run = {**run, "rss_before_training_bytes": 500 << 20, **({"device": "gpu:0"} if gpu else {})}
+    data = SweepData(label="starting")
+    data.handle(started)
+    data.handle(run)
+    return data
+
+
+@pytest.mark.parametrize("device,gpu", [("cpu", False), ("auto", False), ("auto", True)])
+def test_a_live_sweep_gets_its_legends_and_memory_label_before_its_first_epoch(qapp, device, gpu):
+    """Made inside the first finished epoch (mid-training) they were the sweep's longest GUI stall: now they
+    come at the sweep's start, where the device says which memory readings there will be."""
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    live = LivePlots(BatchColours())
+    live.show()
+    data = _started(device, gpu)
+    live.set_source("main", data)
+    legend_text = {p: [label.text for _s, label in live.plots[p].getPlotItem().legend.items] for p in live.plots}
+    assert legend_text["loss_epoch"] == ["train", "validation"]
+    memory = live.plots["memory"].getPlotItem()
+    if not gpu:  # host RSS the only reading: label, legend and the run's (empty) curves made now
+        assert memory.getAxis("left").labelText == "process RSS"
+        assert legend_text["memory"] == ["process RSS", "before training"]
+        assert {("main", 0, "rss"), ("main", 0, "rss_base")} <= set(live._curves)
+    else:  # what a GPU reports is not known before its first epoch: nothing guessed
+        assert memory.getAxis("left").labelText == "memory" and legend_text["memory"] == []
+        assert not any(key[2] in ("rss", "rss_base", "tf_peak") for key in live._curves)
+    assert live.curve_count("memory") == 0  # nothing drawn without data
+    # the first epoch then only fills them in: no new legend entry, no new label
+    for event in sweep_events(batch_sizes=(16, 64)):
+        if event["type"] == "epoch_ended":
+            data.handle(event if gpu else {**event, "tf_peak_bytes": -1})
+            break
+    live.refresh()
+    if not gpu:
+        assert [label.text for _s, label in memory.legend.items] == legend_text["memory"]
+        assert live.curve_count("memory") == 2 and memory.getAxis("left").labelText == "process RSS"
     live.close()
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from batchlab.core.model import SweepData
 from batchlab.gui import refresh
-from batchlab.gui.refresh import DEFAULT_POLICY, Refresher, RefreshPolicy
+from batchlab.gui.refresh import DEFAULT_POLICY, Refresher, RefreshPolicy, next_tick_in
 from batchlab.gui.worker import SweepWorker
 from PySide6.QtCore import QSettings
 
@@ -103,6 +103,15 @@ class Harness:
     def run(self, seconds: float) -> None:
         for _ in range(round(seconds / self.policy.tick_s)):
             self.tick()
+
+    def run_scheduled(self, seconds: float) -> None:
+        """Only the ticks the refresher schedules run (as its single-shot timer does), for `seconds`."""
+        end = self.clocks.wall + seconds
+        while self.refresher.active and self.refresher.next_tick_at <= end:
+            self.clocks.wall = self.refresher.next_tick_at
+            self.ticks += 1
+            self.refresher.refresh()
+        self.clocks.wall = end
 
 
 @pytest.fixture
@@ -195,6 +204,44 @@ def test_a_sweep_started_while_the_last_one_drains_ticks_on_live(harness):
     h.tick()  # a new frame starts at once
     h.tick()
     assert h.plots.drawn[-1][1] == "loss_epoch" and h.refresher.active
+
+
+def test_the_next_tick_is_one_period_away_while_a_frame_has_work_else_at_the_next_frame():
+    p = RefreshPolicy(tick_s=0.05, frame_s=0.5)
+    assert next_tick_in(p, now=10.2, frame_at=10.0, busy=True) == 0.05
+    assert next_tick_in(p, now=10.2, frame_at=10.0, busy=False) == pytest.approx(0.3)
+    assert next_tick_in(p, now=10.6, frame_at=10.0, busy=False) == 0.0  # a frame is overdue: at once
+    assert next_tick_in(p, now=10.0, frame_at=-math.inf, busy=False) == 0.0  # none yet
+
+
+def test_between_frames_the_gui_thread_is_not_woken(harness):
+    """Only the ticks a frame needs run: its start, one per changed plot, the status bar; then sleep."""
+    h = harness(always_new=True)
+    h.refresher.start()
+    h.run_scheduled(seconds=10.0)
+    frames = len(h.plots.snapshots)
+    assert 19 <= frames <= 21  # still a frame every frame_s: what the user sees is unchanged
+    for plot_id in FakePlots.plot_ids:
+        assert max(_gaps(h.plots.times(plot_id))) <= h.policy.frame_s + h.policy.tick_s + 1e-9
+    assert len(h.status) >= frames - 1
+    per_frame = 1 + len(FakePlots.plot_ids) + 1
+    assert h.ticks <= per_frame * frames  # 5 a frame, not the 10 a 50 ms timer ran
+    h2 = harness()  # nothing new arrives: a frame is its start and the status bar's tick
+    h2.refresher.start()
+    h2.run_scheduled(seconds=10.0)
+    assert h2.ticks <= 2 * len(h2.plots.snapshots) <= 2 * 21 and h2.plots.drawn == []
+
+
+def test_draining_starts_the_last_frame_at_once_not_at_the_next_frame(harness):
+    h = harness()
+    h.refresher.start()
+    h.run_scheduled(seconds=0.2)  # a frame started and everything is shown: the next tick is the next frame
+    assert h.refresher.next_tick_at > h.clocks.wall + h.policy.tick_s
+    h.plots.pending = set(FakePlots.plot_ids)
+    h.refresher.drain()
+    assert h.refresher.next_tick_at == pytest.approx(h.clocks.wall + h.policy.tick_s)
+    h.run_scheduled(seconds=1.0)
+    assert h.plots.pending == set() and not h.refresher.active and h.ticks <= 2 + 3 + 2
 
 
 def test_drain_does_nothing_when_the_timer_is_not_running(harness):
