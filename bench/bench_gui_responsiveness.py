@@ -14,7 +14,8 @@ paired with the headless sweep next to it; the median of those paired ratios is 
 because on a shared machine speed drifts by more than 5% over a few minutes; all pairs pooled
 are shown too.
 
-It also prints the GUI thread's own CPU during the window's sweeps (as a share of one core), how
+It also prints the GUI thread's own CPU during the window's sweeps (as a share of one core) and how
+often it woke up (voluntary context switches a second, from /proc), how
 often each live plot was redrawn while a run's steps kept arriving (target: at least once a second),
 and how long after a run's first steps reached the window they were on screen (target: the first
 points within 2 s of the child's first step; the child adds at most its 0.25 s flush).
@@ -84,6 +85,18 @@ def schedstat() -> tuple[int, int] | None:
         return int(on_cpu), int(waiting)
     except (OSError, ValueError):
         return None
+
+
+def wakeups() -> int | None:
+    """Times the calling thread went to sleep and was woken (voluntary context switches; Linux), or None."""
+    try:
+        text = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return None
 
 
 def with_window(
@@ -194,12 +207,14 @@ def with_window(
     done.setInterval(50)
     done.timeout.connect(lambda: None if window.running else app.quit())
     done.start()
-    cpu0 = time.thread_time()
+    cpu0, woke0 = time.thread_time(), wakeups()
     app.exec()
     stop_sampling.set()
     elapsed = time.monotonic() - t0
     if stats is not None:
         stats["gui_cpu"] = time.thread_time() - cpu0
+        woke = wakeups()
+        stats["wakeups"] = (woke - woke0) if woke is not None and woke0 is not None else None
         stats["redraws"] = window.live._bench_redraws
         stats["first_steps"] = first_steps
         stats["arrivals"] = arrivals
@@ -245,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     stacks: list[tuple[float, str]] = []  # (time, stack text) sampled while the heartbeat was late (--stacks)
     ticks: list[tuple[float, float]] = []
     gui_cpu: dict[str, list[float]] = {m: [] for m in modes if m != "headless"}  # GUI-thread share of a core
+    gui_wakeups: dict[str, list[float]] = {m: [] for m in modes if m != "headless"}  # GUI thread's per second
     redraws: dict[str, list[float]] = {}  # plot id -> seconds between its redraws while a run's steps arrived
     first_points: list[float] = []  # seconds from a run's first steps reaching the window to them on screen
     lateness: list[float] = []  # seconds from step rows reaching the window to the loss plot showing them
@@ -277,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     gaps += run_gaps
                     gui_cpu[mode].append(stats["gui_cpu"] / seconds)
+                    if stats.get("wakeups") is not None:
+                        gui_wakeups[mode].append(stats["wakeups"] / seconds)
                     for plot_id, when in stats["redraws"].items():
                         redraws.setdefault(plot_id, []).extend(
                             b[0] - a[0]
@@ -320,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         if shares:
             print(
                 f"{mode:>8}: GUI thread used {100 * statistics.median(shares):.1f}% of a core during the sweep (median)"
+            )
+    for mode, rates in gui_wakeups.items():
+        if rates:
+            print(
+                f"{mode:>8}: GUI thread woke {statistics.median(rates):.1f} times a second during the sweep "
+                "(voluntary context switches, median; each takes a core from training for a moment)"
             )
     for plot_id, waits in redraws.items():
         if waits:
