@@ -17,8 +17,8 @@ Each way is a fresh process timed from launch to exit, as a user pays it:
            steps repay the compile: core/training/xla_choice.py);
   default  (with --with-default) the same sweep without --fused, for the side-by-side;
   ahead    (with --also-ahead) the fused sweep with one TensorFlow thread per training process and each
-           next run prepared while the current one trains: `--fused K --xla [auto] --threads 1
-           --prepare-ahead` (--ahead-xla picks on or auto; docs/performance.md);
+           next run prepared while the current one trains: `--fused K --xla auto --threads 1
+           --prepare-ahead` (--ahead-xla on: `--xla` instead; docs/performance.md);
   fit1     (with --also-ahead or --fit-one-thread) the hand-written sweep with one TensorFlow thread
            (intra- and inter-op) set before its first op: not what a user writes (fit's default threads
            stay the target's reference), printed beside the headline for honesty.
@@ -95,8 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--ahead-xla",
         choices=("on", "auto"),
-        default="on",
-        help="the 'ahead' way's XLA: on (every run compiled, the compile prepared ahead; default) or auto",
+        default="auto",
+        help="the 'ahead' way's XLA: auto (default: XLA where the steps repay the compile) or on (every run)",
     )
     p.add_argument("--fit-one-thread", action="store_true", help="also time fit with one TensorFlow thread (fit1)")
     p.add_argument("--threads-child", type=int, default=0, help=argparse.SUPPRESS)

@@ -267,6 +267,11 @@ class SweepRunner:
             )
         )
         status, message = "complete", f"{len(runs)} runs finished"
+        if getattr(self.spec, "prepare_ahead", False) and self._zygote is None and not self._stop.is_set():
+            self._warnings.append(
+                "prepare_ahead: runs are not forked from a fork server here (a GPU, not Linux, or fresh or reused "
+                "children), so no run is prepared ahead; each run is built when its turn comes"
+            )
         try:
             for warning in self._warnings:
                 sink(log_event("warning", warning))
