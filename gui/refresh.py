@@ -70,6 +70,9 @@ class RefreshPolicy:
 DEFAULT_POLICY = RefreshPolicy()
 
 
+FRAME_SLACK_S = 1e-3  # a tick this close to a frame's time starts it (clock rounding must not put it off a tick)
+
+
 def next_tick_in(policy: RefreshPolicy, now: float, frame_at: float, busy: bool) -> float:
     """Seconds from `now` until the refresher's next tick.
 
@@ -311,7 +314,7 @@ class Refresher(QObject):
             self._drain_tick()
             return
         now = self._clock()
-        if now - self._frame_at >= self.policy.frame_s:
+        if now - self._frame_at >= self.policy.frame_s - FRAME_SLACK_S:  # the tick next_tick_in set for it
             self._frame_at = now
             self._plots.take_snapshot()
             self._due = list(self._plots.plot_ids)

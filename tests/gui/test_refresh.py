@@ -232,6 +232,18 @@ def test_between_frames_the_gui_thread_is_not_woken(harness):
     assert h2.ticks <= 2 * len(h2.plots.snapshots) <= 2 * 21 and h2.plots.drawn == []
 
 
+def test_the_tick_set_for_a_frame_starts_it_though_the_clock_reads_a_hair_early(harness):
+    """Frames every frame_s, not frame_s plus a tick: a timer or float sum a fraction of a ms short must not
+    put the frame off to the following tick (the old 50 ms grid made frames 0.55 s apart)."""
+    h = harness()
+    h.refresher.start()
+    h.run_scheduled(seconds=0.2)
+    assert len(h.plots.snapshots) == 1
+    h.clocks.wall = h.refresher.next_tick_at - 0.0005
+    h.refresher.refresh()
+    assert len(h.plots.snapshots) == 2
+
+
 def test_draining_starts_the_last_frame_at_once_not_at_the_next_frame(harness):
     h = harness()
     h.refresher.start()
