@@ -107,7 +107,7 @@ class LivePlots(QWidget):
         self._style_named: dict[str, pg.PlotDataItem] = {}  # series -> its grey legend sample
         self._memory_label = ""
         self._expected_memory: set[str] = set()  # memory columns the live main sweep will draw (see _prepare)
-        self._prepared: set[tuple[int, str]] = set()  # (id of the main sweep, plot id) prepared
+        self._prepared: set[str] = set()  # plots prepared for the main sweep (see _prepare)
         self.bars = EpochBars(self.plots["epoch_split"].getPlotItem(), colours)
         self.evals = EvalMarks()
         self.batch_marks = BatchMarks()
@@ -157,7 +157,7 @@ class LivePlots(QWidget):
         self._envelopes = {k: v for k, v in self._envelopes.items() if k[0] != source}
         self._bars_drawn.discard(source)
         if source == "main":
-            self._expected_memory = set()
+            self._expected_memory, self._prepared = set(), set()
         if data is None:
             self.sources.pop(source, None)
         else:
@@ -294,12 +294,12 @@ class LivePlots(QWidget):
         first finished epoch they were the sweep's longest GUI stall (57.7 ms, a quiet machine); here each
         plot's share comes in its own tick of a frame while the sweep starts. True if the plot changed."""
         data = self.sources.get("main")
-        if data is None or data.status != "running" or (id(data), plot_id) in self._prepared:
+        if data is None or data.status != "running" or plot_id in self._prepared:
             return False
         runs = list(data.runs.values())
         if not runs:  # the sweep has not started yet: its device is not known
             return False
-        self._prepared.add((id(data), plot_id))
+        self._prepared.add(plot_id)
         expected = memory_plot.expected_columns(data.spec, data.environment, runs)
         changed = False
         for series, (series_plot, _x, y_col, _t, _symbol, _style) in SERIES.items():
