@@ -93,6 +93,8 @@ class SummaryView(RunChangeView):
         self.invalidate()
 
     def set_selection(self, keys: set[tuple[str, int]]) -> None:
+        if set(keys) == self.selection:  # the runs table repeats it after each reset of its model
+            return
         self.selection = set(keys)
         self.invalidate()
 
