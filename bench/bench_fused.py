@@ -189,6 +189,7 @@ def run_batchlab(
             "total_time": float(run.total_time),
             "xla": int(run.attrs.get("xla", 0) or 0),
             "prepared_ahead_s": float(run.attrs.get("prepared_ahead_s", math.nan)),
+            "startup_s": float(run.attrs.get("startup_s", math.nan)),
         }
     return wall, {"train_s": sum(r["total_time"] for r in runs.values()), "runs": runs, "cpu_s": cpu}
 
@@ -246,8 +247,13 @@ def main(argv: list[str] | None = None) -> int:
                 compiled = [b for b in batch_sizes if results[way]["runs"][b]["xla"]]
                 print(f"    {way} runs compiled with XLA: batch {', '.join(map(str, compiled)) or 'none'}", flush=True)
             if AHEAD in ways:
-                ahead = [f"{b}: {results[AHEAD]['runs'][b]['prepared_ahead_s']:.1f}" for b in batch_sizes]
-                print(f"    ahead: prepared_ahead_s per batch {', '.join(ahead)} (nan: not prepared)", flush=True)
+                per_run, sizes = results[AHEAD]["runs"], batch_sizes
+                ahead = [f"{b}: {per_run[b]['prepared_ahead_s']:.1f}/{per_run[b]['startup_s']:.1f}" for b in sizes]
+                print(
+                    f"    ahead: prepared_ahead_s/startup_s per batch {', '.join(ahead)} (nan: not prepared; "
+                    "startup_s: from the run's turn to its first step, any wait for its preparation included)",
+                    flush=True,
+                )
     print(f"\nload after: {_uptime()}\n")
     print(
         f"{'way':>8} {'wall s (median)':>16} {'training s':>11} {'ratio to fit':>13} {'pairs':>11} "

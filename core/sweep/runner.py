@@ -391,6 +391,7 @@ class SweepRunner:
         preparation failed: then `run` gets a child forked now, as without preparation) and why, in words, for
         the log ("" when there is nothing to say). Waits for a preparation still under way: it had a head start
         on a child forked now."""
+        asked = time.time()  # the run's request: its startup_s holds any wait for the preparation to end
         with self._lock:
             child, self._ahead = self._ahead, None
         if child is None:
@@ -402,7 +403,7 @@ class SweepRunner:
         answer = self._prepared_answer(child)
         if answer is not None and answer.get("type") == PREPARED:
             try:
-                child.events.send({"requested_at": time.time()})
+                child.events.send({"requested_at": asked})
                 return child, ""
             except OSError:
                 answer = None
