@@ -19,6 +19,7 @@ Each way is a fresh process timed from launch to exit, as a user pays it:
   ahead    (with --also-ahead) the fused sweep with one TensorFlow thread per training process and each
            next run prepared while the current one trains: `--fused K --xla auto --threads 1
            --prepare-ahead` (--ahead-xla on: `--xla` instead; docs/performance.md);
+  auto1    (with --also-threads) `--fused K --xla auto --threads 1`: one thread without the preparation;
   fit1     (with --also-ahead or --fit-one-thread) the hand-written sweep with one TensorFlow thread
            (intra- and inter-op) set before its first op: not what a user writes (fit's default threads
            stay the target's reference), printed beside the headline for honesty.
@@ -33,8 +34,8 @@ losses) with fit's epoch loss, and checks the file has one row per step.
 Usage (from the repository root):
 
     .venv/bin/python bench/bench_fused.py [--fused 64] [--repeats 2] [--with-default]
-        [--xla [auto]] [--also-auto] [--also-ahead [--ahead-xla on|auto]] [--fit-one-thread] [--warm-cache]
-        [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
+        [--xla [auto]] [--also-auto] [--also-ahead [--ahead-xla on|auto]] [--also-threads] [--fit-one-thread]
+        [--warm-cache] [--batch-sizes 8,...,512] [--epochs 10] [--samples 5000] [--device cpu|gpu]
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ TARGET_RATIO = 0.35  # fused sweep wall time / hand-written fit sweep wall time:
 DEFAULT_FUSED = 64
 DEFAULT_REPEATS = 2
 FIT, FUSED, DEFAULT, AUTO, AHEAD, FIT1 = "fit", "fused", "default", "auto", "ahead", "fit1"
+AUTO1 = "auto1"  # --xla auto with one TensorFlow thread, not prepared ahead: the threads' share on its own
 XLA_WORDS = {None: "", "on": " with --xla", "auto": " with --xla auto"}
 
 
@@ -99,6 +101,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the 'ahead' way's XLA: auto (default: XLA where the steps repay the compile) or on (every run)",
     )
     p.add_argument("--fit-one-thread", action="store_true", help="also time fit with one TensorFlow thread (fit1)")
+    p.add_argument(
+        "--also-threads",
+        action="store_true",
+        help="also time --fused K --xla auto --threads 1 without --prepare-ahead (way 'auto1'): one thread alone",
+    )
     p.add_argument("--threads-child", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument(
         "--warm-cache",
@@ -200,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         return hand_written_child(args)
     batch_sizes = [int(v) for v in args.batch_sizes.split(",")]
     ways = [FIT, FUSED] + ([AUTO] if args.also_auto else []) + ([DEFAULT] if args.with_default else [])
-    ways += ([AHEAD] if args.also_ahead else []) + ([FIT1] if args.also_ahead or args.fit_one_thread else [])
-    batchlab_fused = [w for w in (FUSED, AUTO, AHEAD) if w in ways]
+    ways += ([AHEAD] if args.also_ahead else []) + ([AUTO1] if args.also_threads else [])
+    ways += [FIT1] if args.also_ahead or args.fit_one_thread else []
+    batchlab_fused = [w for w in (FUSED, AUTO, AHEAD, AUTO1) if w in ways]
     print(f"command:    {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}")
     print(f"date:       {datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"machine:    {os.cpu_count()} logical CPUs, {platform.machine()}, {platform.system()}; device {args.device}")
@@ -280,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
         auto = statistics.median([x / f for x, f in zip(walls[AUTO], walls[FIT], strict=True)])
         verdict = "met" if auto <= TARGET_RATIO else "missed"
         print(f"fused --xla auto / fit wall time {auto:.3f}; target <= {TARGET_RATIO}: {verdict}")
+    if AUTO1 in ways:
+        one = statistics.median([x / f for x, f in zip(walls[AUTO1], walls[FIT], strict=True)])
+        one_cpu = statistics.median([x / f for x, f in zip(cpu[AUTO1], cpu[FIT], strict=True)])
+        words = f"--fused {args.fused} --xla auto --threads 1 (not prepared ahead)"
+        print(f"{words} / fit: wall {one:.3f}, CPU {one_cpu:.3f}")
     if AHEAD in ways:
         xla, extra = _fused_way(args, AHEAD)
         words = f"--fused {args.fused} --xla{' auto' if xla == AUTO else ''} {' '.join(extra)}"
@@ -301,6 +314,8 @@ def _fused_way(args: argparse.Namespace, way: str) -> tuple[str | None, tuple[st
         return AUTO, ()
     if way == AHEAD:
         return args.ahead_xla, ("--threads", "1", "--prepare-ahead")
+    if way == AUTO1:
+        return AUTO, ("--threads", "1")
     return args.xla, ()
 
 
