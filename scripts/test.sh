@@ -16,4 +16,6 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 export CUDA_VISIBLE_DEVICES=-1 TF_CPP_MIN_LOG_LEVEL=2
-exec .venv/bin/python -m pytest -q "$@"
+# Two workers, whole test files per worker (--dist loadfile), so a module-scoped sweep is still run once;
+# the 25 slowest tests are listed at the end of every log. PYTEST_WORKERS=0 runs in this one process.
+exec .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
