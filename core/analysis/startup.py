@@ -97,6 +97,10 @@ def _median_costs(costs: list[OneTimeCosts]) -> dict[str, float]:
 def explain_startup(runs: list[RunData]) -> list[str]:
     """One sentence per kind of child: what a run paid before its first step, phase by phase (medians)."""
     measured = [(r.index, c) for r in runs if (c := one_time_costs(r)) is not None]
+    # runs prepared ahead (--prepare-ahead) paid their build and tracing while the run before trained: said apart
+    ahead_s = {r.index: _float(r.attrs.get("prepared_ahead_s")) for r in runs}
+    prepared = [(n, c) for n, c in measured if math.isfinite(ahead_s.get(n, math.nan))]
+    measured = [(n, c) for n, c in measured if not math.isfinite(ahead_s.get(n, math.nan))]
     lines = []
     for kind in ("fresh", "probe", "standby", "reused", "forked"):
         group = [(n, c) for n, c in measured if c.child == kind]
@@ -153,4 +157,15 @@ def explain_startup(runs: list[RunData]) -> list[str]:
         elif kind == "forked":
             text += "; TensorFlow was imported and the data loaded once, by the fork server, before the first run"
         lines.append(text + ".")
+    if prepared:
+        seconds = [ahead_s[n] for n, _ in prepared]
+        span = _s(seconds[0]) if len(seconds) == 1 else f"{_s(min(seconds))} to {_s(max(seconds))}"
+        paid = statistics.median(c.paid for _, c in prepared)
+        who = _runs([n for n, _ in prepared]).capitalize()
+        lines.append(
+            f"{who} (prepared ahead: forked while the run before trained, built its model "
+            f"and traced, with XLA compiled, its first call, {span} each, off the sweep's clock) paid "
+            f"{_s(paid)}{' (median)' if len(prepared) > 1 else ''} from its turn to its first step's end, any wait "
+            "for a preparation still under way included."
+        )
     return lines

@@ -17,6 +17,8 @@ import sys
 import numpy as np
 import pytest
 from batchlab.core import cli
+from batchlab.core.analysis.startup import explain_startup
+from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import SpecError, build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
@@ -91,7 +93,7 @@ def results(tmp_path_factory):
     assert status == "complete"
     assert not multiprocessing.active_children()
     logs = [e["message"] for e in events if e["type"] == "log"]
-    return json.loads(out.strip().splitlines()[-1]), read_run_file(path), logs
+    return json.loads(out.strip().splitlines()[-1]), read_run_file(path), logs, path
 
 
 def test_a_prepared_run_trains_exactly_what_an_unprepared_run_trains(results):
@@ -105,7 +107,7 @@ def test_a_prepared_run_trains_exactly_what_an_unprepared_run_trains(results):
 
 
 def test_a_sweep_prepares_the_next_run_while_one_trains_and_records_it(results):
-    ways, record, logs = results
+    ways, record, logs, path = results
     runs = record.runs
     assert [r.status for r in runs] == ["ok"] * 3
     assert [r.attrs["child"] for r in runs] == ["forked"] * 3
@@ -150,3 +152,9 @@ def test_the_settings_default_off_and_come_from_the_command_line():
 def test_cli_refuses_a_bad_thread_count_in_one_line():
     result = batchlab("sweep", "--threads", "-2")
     assert_one_line_error(result, "tf_threads", "or 0 for TensorFlow's default")
+
+
+def test_the_explanation_says_which_runs_were_prepared_ahead(results):
+    text = "\n".join(explain_startup(SweepData.from_file(results[3]).ordered_runs()))
+    assert "Run 1 (prepared ahead: forked while the run before trained" in text
+    assert "runs 0, 2 (a forked child" in text  # the others, as before

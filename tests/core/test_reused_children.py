@@ -77,7 +77,7 @@ def test_a_forked_child_trains_exactly_what_a_fresh_child_trains(sweeps, forked)
     peak = fork.epochs["rss_peak_bytes"][0], fresh.epochs["rss_peak_bytes"][0]
     assert abs(before[0] - before[1]) < 0.05 * before[1] and abs(peak[0] - peak[1]) < 0.05 * peak[1], (before, peak)
     text = "\n".join(explain_startup(SweepData.from_file(forked).ordered_runs()))
-    assert "runs 1, 3 (a forked child: a process of its own, forked from the sweep's fork server)" in text
+    assert "runs 0, 2 (a forked child: a process of its own, forked from the sweep's fork server)" in text
     assert "by the fork server, before the first run" in text
 
 
@@ -113,11 +113,11 @@ def test_a_reused_child_trains_exactly_what_a_fresh_child_trains(sweeps):
 
 def test_the_explanation_names_each_kind_of_child(sweeps):
     text = "\n".join(explain_startup(SweepData.from_file(sweeps[0]).ordered_runs()))
-    assert "run 1 (the probe's child" in text
-    assert "run 3 (a fresh child" in text
+    assert "run 0 (the probe's child" in text
+    assert "run 2 (a fresh child" in text
     assert "reused" not in text  # run 2 failed before its first step: no start-up to explain
     text = "\n".join(explain_startup(SweepData.from_file(sweeps[1]).ordered_runs()))
-    assert "run 2 (a reused child: the process that trained the run before" in text
+    assert "run 1 (a reused child: the process that trained the run before" in text
     assert "no process start or TensorFlow import" in text
 
 
