@@ -17,6 +17,8 @@ On a Linux CPU (the default, unless fork=False) a fork server replaces both: one
 TensorFlow and loads the data, and forks a child per run and for the probe (core/sweep/forkserver.py,
 core/training/zygote.py): a process per run, one import per sweep. Reused or standby children are then
 used only where fork is not possible (not Linux, or a GPU in sight) or with fork=False.
+With prepare_ahead (fused runs), the next run's forked child prepares its run while the current one
+trains and waits for its turn (core/training/ahead.py; _take_ahead).
 The probe itself is core/sweep/probe.py; starting and reaping child processes, core/sweep/processes.py.
 """
 
