@@ -120,7 +120,9 @@ class MainWindow(FileActionsMixin, QMainWindow):
         # The timer calls self.refresh (looked up then), so a tick is one call of the window's refresh.
         show_status, tick = (lambda: self._update_progress()), (lambda: self.refresh())
         summaries = SummaryViews(self.summary, self.explanation, self.analysis)
-        self.refresher.attach(self.live, summaries, self.table, show_status=show_status, on_tick=tick)
+        self.refresher.attach(
+            self.live, summaries, self.table, show_status=show_status, on_tick=tick, take_events=self._take_events
+        )
         self.setup.validity_changed.connect(self._on_validity)
         self.table.selection_changed.connect(self._on_selection)
         self._restore_settings()
@@ -264,7 +266,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.progress = SweepProgress(spec)
         self._sweep_t0 = time.monotonic()
         self._show_sweep(self.data, "main")
-        self.worker = SweepWorker(spec, out, overwrite=overwrite, parent=self, policy=self.policy)
+        # pulled: step records and log lines wait for the refresher's next frame (no wake-up of their own)
+        self.worker = SweepWorker(spec, out, overwrite=overwrite, parent=self, policy=self.policy, pulled=True)
         self.worker.events.connect(self._on_events)
         self.worker.sweep_failed.connect(self._on_sweep_failed)
         self.worker.crashed.connect(lambda tb: self.show_error("The sweep stopped with an unexpected error", tb))
@@ -291,6 +294,11 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.status_label.setText("Stopping after the current step…")
             self.log("info", "stop requested")
             self._update_actions()
+
+    def _take_events(self) -> None:
+        """The refresher's frame starts: the sweep worker's waiting events are handled now (in order)."""
+        if self.worker is not None and hasattr(self.worker, "deliver"):
+            self.worker.deliver()
 
     def _on_events(self, batch: list) -> None:
         for event in batch:
@@ -335,6 +343,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
             return
         worker = self.worker
         self._worker_done = True
+        self._take_events()  # nothing is lost at the end: every event is handled before the last frame
         gc.unfreeze()  # what start_sweep froze may become garbage now (replaced curves, old data)
         self.refresher.drain()  # the timer stops once every plot has caught up, one plot per tick
         status = worker.status if worker is not None else None

@@ -30,9 +30,11 @@ class RefreshPolicy:
 
     - the child sends its step records every `step_flush_s` (0.25 s, `core.events.STEP_FLUSH_SECONDS`:
       the child's setting, shown here so the chain reads in one place);
-    - the sweep worker hands events to the GUI thread in lists at most every `event_batch_s`;
-    - every `frame_s` a frame starts: the live plots note how many rows each run has now (a
-      snapshot), and the summary and the runs table are refreshed. On the ticks that follow
+    - the sweep worker buffers them; a run, epoch or sweep event is handed to the GUI thread at once,
+      step records and log lines are taken by the refresher at the start of each frame (a worker not
+      pulled by a refresher, the range test's, hands them over at most every `event_batch_s`);
+    - every `frame_s` a frame starts: the events waiting are taken, the live plots note how many
+      rows each run has now (a snapshot), and the summary and the runs table are refreshed. On the ticks that follow
       (every `tick_s`) the visible tab's live plots are brought to the snapshot one per tick, so
       no tick does more than one plot's work and its repaint; once all are, the status bar shows
       the same snapshot, so it never says an epoch the plots do not show yet. Then no tick runs
@@ -235,6 +237,7 @@ class Refresher(QObject):
         self._summary: SummaryViewLike | None = None
         self._table: TableView | None = None
         self._show_status: Callable[[], None] = lambda: None
+        self._take_events: Callable[[], object] = lambda: None
         self._draining = False  # drain() began: the last frame is being drawn, then the timer stops
         self._drain_table = False
 
@@ -245,9 +248,17 @@ class Refresher(QObject):
         table: TableView,
         show_status: Callable[[], None],
         on_tick: Callable[[], None] | None = None,
+        take_events: Callable[[], object] | None = None,
     ) -> None:
-        """The views to refresh; the timer calls on_tick (default: self.refresh) every tick."""
+        """The views to refresh; the timer calls on_tick (default: self.refresh) every tick.
+
+        take_events: called at the start of each frame and of the last one, before the snapshot: hands the
+        views the events waiting in the sweep worker's buffer (step records arrive with the frames instead of
+        waking the GUI thread every 0.25 s).
+        """
         self._plots, self._summary, self._table, self._show_status = plots, summary, table, show_status
+        if take_events is not None:
+            self._take_events = take_events
         self.timer.timeout.connect(on_tick or self.refresh)
 
     @property
@@ -282,6 +293,7 @@ class Refresher(QObject):
         """
         if self.active and not self._draining:
             self._draining = True
+            self._take_events()
             self._plots.take_snapshot()
             self._due = list(self._plots.plot_ids)
             self._drain_table = True
@@ -316,6 +328,7 @@ class Refresher(QObject):
         now = self._clock()
         if now - self._frame_at >= self.policy.frame_s - FRAME_SLACK_S:  # the tick next_tick_in set for it
             self._frame_at = now
+            self._take_events()
             self._plots.take_snapshot()
             self._due = list(self._plots.plot_ids)
             self._status_due = True
@@ -352,6 +365,7 @@ class Refresher(QObject):
 
     def _full(self) -> None:
         plots = self._plots
+        self._take_events()
         plots.take_snapshot()
         self._due = []
         self.pacer.draw(plots.plot_ids, plots.update_plot)

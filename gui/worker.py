@@ -1,10 +1,13 @@
 """Background threads of the window: the sweep worker and the device probe.
 
 The sweep worker calls batchlab.core.sweep.runner.run_sweep in a QThread, so the run file's single
-writer lives in this (parent) process, off the GUI thread. Events reach the GUI thread
-in batches: the sink buffers them and emits a list at most every `event_batch_s` of the
-window's RefreshPolicy (gui/refresh.py), except that the rare structural events (a run
-starting or ending, an epoch, the sweep ending) go out at once. batchlab.core.sweep.runner
+writer lives in this (parent) process, off the GUI thread. Events reach the GUI thread in lists,
+in order, through one lock-protected buffer: the worker's sink appends to it, and `deliver()` (on the
+GUI thread) takes what is there and emits it as `events`. The rare structural events (a run starting
+or ending, an epoch, the sweep ending) ask for a delivery at once (one queued wake-up, not one per
+event). Step records and log lines ask for none when the worker is `pulled`: the window's refresher
+takes them at the start of each frame (gui/refresh.py), so they cost the GUI thread no wake-up of their
+own; otherwise (the range test) they are delivered at most every `event_batch_s`. batchlab.core.sweep.runner
 is imported here only when a sweep or probe starts; neither it nor anything it imports pulls
 in TensorFlow (that happens in the child processes).
 """
@@ -20,8 +23,8 @@ from batchlab.core.spec import SpecError, SweepSpec
 from batchlab.gui.refresh import DEFAULT_POLICY, RefreshPolicy
 from PySide6.QtCore import QObject, QThread, Signal
 
-# Step chunks (every STEP_FLUSH_SECONDS from the child) and log lines may wait for the next event
-# when one went out less than event_batch_s ago; everything else flushes at once.
+# Step chunks (every STEP_FLUSH_SECONDS from the child) and log lines wait in the buffer (for the next
+# frame when the worker is pulled, else at most event_batch_s); everything else is delivered at once.
 QUIET_EVENTS = ("steps", "log")
 # The training child runs this much below the window's CPU priority (nice +5: a quarter of the weight).
 # TensorFlow still gets every cycle the window does not use, but when the GUI thread wakes up to
@@ -30,9 +33,14 @@ TRAINING_NICENESS = 5
 
 
 class SweepWorker(QThread):
-    """Runs one sweep; `events` carries lists of event dicts, `finished_with` the outcome."""
+    """Runs one sweep; `events` carries lists of event dicts (emitted on the GUI thread, by `deliver`).
+
+    pulled: the GUI thread calls `deliver()` itself at least every frame (the window's refresher), so
+    step records and log lines do not wake it; structural events and the sweep's end still do.
+    """
 
     events = Signal(list)
+    _ready = Signal()  # queued to the GUI thread: deliver what the buffer holds
     sweep_failed = Signal(str, str)  # field, message: a SpecError before or while starting
     crashed = Signal(str)  # an unexpected exception, with its traceback
 
@@ -43,8 +51,10 @@ class SweepWorker(QThread):
         overwrite: bool = False,
         parent: QObject | None = None,
         policy: RefreshPolicy = DEFAULT_POLICY,
+        pulled: bool = False,
     ):
         super().__init__(parent)
+        self.pulled = pulled
         self.spec = spec
         self.out_path = out_path
         self.overwrite = overwrite
@@ -53,8 +63,11 @@ class SweepWorker(QThread):
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
         self._last_emit = 0.0
+        self._wake_pending = False  # a _ready is queued and not yet delivered (no second one is sent)
         self._stop_requested = False
         self._runner = None
+        # The worker object lives in the GUI thread: emitted from the worker thread this is a queued call.
+        self._ready.connect(self.deliver)
 
     def make_runner(self):
         """The runner of this worker's children (a range test's worker makes an LrFindRunner)."""
@@ -80,7 +93,7 @@ class SweepWorker(QThread):
         except Exception:  # noqa: BLE001 - shown in the error dialog instead of killing the thread silently
             self.crashed.emit(traceback.format_exc())
         finally:
-            self._flush()
+            self._wake()  # whatever is left is delivered before `finished` reaches the GUI thread
 
     def stop(self) -> None:
         """Thread-safe: end the current run cleanly and skip the rest."""
@@ -94,18 +107,34 @@ class SweepWorker(QThread):
         return self._stop_requested
 
     def _sink(self, event: dict[str, Any]) -> None:
+        """Called by the sweep (worker thread): buffer the event; wake the GUI thread only if it is due."""
         with self._lock:
             self._pending.append(event)
-            due = time.monotonic() - self._last_emit >= self.batch_s
+            due = not self.pulled and time.monotonic() - self._last_emit >= self.batch_s
         if due or event.get("type") not in QUIET_EVENTS:
-            self._flush()
+            self._wake()
 
-    def _flush(self) -> None:
+    def _wake(self) -> None:
+        """Ask the GUI thread to deliver the buffer (once: a request already queued covers later events)."""
+        with self._lock:
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        self._ready.emit()
+
+    def deliver(self) -> int:
+        """GUI thread: emit every buffered event, in order, as one `events` list; how many there were.
+
+        Every event leaves the buffer here and only here, on the GUI thread, so lists are handled in the
+        order the sweep produced them whoever asks (a queued wake-up or a frame of the refresher).
+        """
         with self._lock:
             batch, self._pending = self._pending, []
+            self._wake_pending = False
             self._last_emit = time.monotonic()
         if batch:
             self.events.emit(batch)
+        return len(batch)
 
 
 class _ProbeBridge(QObject):

@@ -168,7 +168,7 @@ def test_an_oom_run_in_a_live_stream_offers_micro_batch_times_k(main_window, qtb
         events, sweep_failed, crashed = Signal(list), Signal(str, str), Signal(str)
         stop_requested, status = False, "ok"
 
-        def __init__(self, spec, out_path, overwrite=False, parent=None, policy=None):
+        def __init__(self, spec, out_path, overwrite=False, parent=None, policy=None, pulled=False):
             super().__init__(parent)
             self.spec, self.out_path = spec, out_path
             started.append(spec)

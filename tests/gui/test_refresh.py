@@ -475,3 +475,131 @@ def test_the_summary_analysis_and_explanation_redraw_when_a_run_ends_and_only_wh
     data.handle(events[first_end + 1])  # the next run starts: out of date while shown, drawn on the next frame
     w.refresher._summary.refresh(force=False)
     assert since(start) == {"summary": 1, "explanation": 1, "analysis": 2}
+
+
+# ------------------------------------------------------------ events taken at the frames
+
+
+def test_each_frame_and_the_last_one_take_the_waiting_events_before_their_snapshot(harness):
+    h = harness()
+    order: list[str] = []
+    h.refresher._take_events = lambda: order.append("events")
+    snapshot = h.plots.take_snapshot
+    h.plots.take_snapshot = lambda: (order.append("snapshot"), snapshot())
+    h.refresher.start()
+    h.run_scheduled(1.2)  # frames at 0.05, 0.55 and 1.05 s
+    assert order == ["events", "snapshot"] * 3
+    order.clear()
+    h.refresher.drain()
+    assert order == ["events", "snapshot"]  # the sweep's end: what is left is handled before the last frame
+
+
+class _ScriptedWorker(SweepWorker):
+    """A pulled sweep worker whose sweep sinks a fixed list of events from its thread (no training)."""
+
+    def __init__(self, script, tmp_path, hold=None):
+        super().__init__(build_spec_tiny(), str(tmp_path / "w.h5"), pulled=True)
+        self.script, self.hold = script, hold
+
+    def execute(self, runner) -> str:
+        for event in self.script:
+            self._sink(dict(event))
+        if self.hold is not None:
+            self.hold.wait(10)
+        return "complete"
+
+
+def build_spec_tiny():
+    from batchlab.core.spec import build_spec
+
+    return build_spec(TINY)
+
+
+def _script() -> list[dict]:
+    events = list(sweep_events(batch_sizes=(16, 64), epochs=2))
+    out = []
+    for e in events:  # every steps event as four chunks, as the child sends them, and a log line among them
+        if e["type"] == "steps":
+            out += _split_steps(e, parts=4)
+            out.append({"type": "log", "level": "info", "message": f"chunked {len(out)}", "run": e["run"]})
+        else:
+            out.append(e)
+    return out
+
+
+def test_a_pulled_worker_wakes_the_gui_thread_only_for_structural_events_and_loses_nothing(qapp, tmp_path):
+    """Step records and log lines wait in the buffer for a frame; every event reaches the window once, in order,
+    the last ones at the sweep's end."""
+    import threading
+
+    script = _script()
+    quiet = [e for e in script if e["type"] in ("steps", "log")]
+    assert len(quiet) > len(script) / 2
+    # 1. only quiet events: nothing is delivered until the GUI thread asks (a frame), then all of them
+    hold = threading.Event()
+    worker = _ScriptedWorker(quiet, tmp_path, hold)
+    got: list[list[dict]] = []
+    worker.events.connect(got.append)
+    worker.start()
+    wait_until(lambda: len(worker._pending) == len(quiet), timeout_s=20)
+    qapp.processEvents()
+    assert got == []  # no wake-up of the GUI thread for step records and log lines
+    assert worker.deliver() == len(quiet)  # a frame takes them all, in order
+    assert [e["step"] if e["type"] == "steps" else e["message"] for e in got[0]] == [
+        e["step"] if e["type"] == "steps" else e["message"] for e in quiet
+    ]
+    hold.set()
+    wait_until(lambda: worker.isFinished(), timeout_s=20)
+    # 2. the whole sweep, frames taking events now and then while the worker sinks: order kept, none lost
+    worker = _ScriptedWorker(script, tmp_path)
+    got = []
+    worker.events.connect(got.append)
+    worker.start()
+    while not worker.isFinished():
+        worker.deliver()  # a frame
+        wait_until(lambda: True, timeout_s=1)
+    qapp.processEvents()  # the wake-up the end of run() queued (the window also delivers on `finished`)
+    flat = [e for batch in got for e in batch]
+    assert all(batch for batch in got)  # never an empty list
+    assert [(e["type"], e.get("run"), e.get("step", [None])[0]) for e in flat] == [
+        (e["type"], e.get("run"), e.get("step", [None])[0]) for e in script
+    ]
+    assert worker._pending == []
+
+
+def test_the_window_takes_a_sweeps_step_records_at_its_frames_and_all_at_the_end(qtbot, tmp_path, monkeypatch):
+    """The window's worker is pulled: the live plots and the status bar get the step records from the frames,
+    and the events still waiting when the sweep ends are handled before its last frame."""
+    from batchlab.gui.main_window import MainWindow
+
+    monkeypatch.chdir(tmp_path)
+    script = [e for e in sweep_events(batch_sizes=(16,), epochs=1)]
+    first_steps = next(i for i, e in enumerate(script) if e["type"] == "steps")
+    chunks = _split_steps(script[first_steps], parts=4)
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    w.setup.set_values(TINY)
+    w.setup.out.setText(str(tmp_path / "s.h5"))
+    import threading
+
+    hold = threading.Event()
+    # the sweep: its start events, then step records only (quiet), then it waits until the test lets it end
+    monkeypatch.setattr(
+        SweepWorker,
+        "execute",
+        lambda self, runner: ([self._sink(dict(e)) for e in script[:first_steps] + chunks], hold.wait(20), "complete")[
+            -1
+        ],
+    )
+    assert w.start_sweep() and w.worker.pulled
+    n = len(script[first_steps]["step"])
+    try:
+        # drawn by the frames (no wake-up of their own)
+        wait_until(lambda: ("main", 0, "loss_step") in w.live._curves, timeout_s=30)
+        wait_until(lambda: len(w.live._curves[("main", 0, "loss_step")].yData) == n, timeout_s=30)
+    finally:
+        hold.set()
+    wait_until(lambda: not w.running and not w.refresher.active, timeout_s=30)
+    assert w.worker._pending == []
+    w.close()
