@@ -16,6 +16,6 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 export CUDA_VISIBLE_DEVICES=-1 TF_CPP_MIN_LOG_LEVEL=2
-# Two workers, whole test files per worker (--dist loadfile), so a module-scoped sweep is still run once;
-# the 25 slowest tests are listed at the end of every log. PYTEST_WORKERS=0 runs in this one process.
-exec .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
+# One process by default: two xdist workers (PYTEST_WORKERS=2; whole files per worker) measured slower here, since
+# every training child already uses both cores (README, Development). The 25 slowest tests end every log.
+exec .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-0}" --dist loadfile --durations=25 "$@"
