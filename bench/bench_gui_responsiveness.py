@@ -210,6 +210,7 @@ def with_window(
     # still read as running then.
     def end_if_done() -> None:
         if not window.running:
+            heartbeat.stop()  # the sweep has ended: Qt's and pyqtgraph's teardown on quit is not a stall a user sees
             app.quit()
 
     window.worker.finished.connect(lambda: QTimer.singleShot(0, end_if_done))
