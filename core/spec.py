@@ -254,7 +254,7 @@ def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip() == "")
 
 
-def _int(field_name: str, value: Any, minimum: int, what: str) -> int:
+def _int(field_name: str, value: Any, minimum: int, what: str, maximum: int | None = None) -> int:
     if isinstance(value, bool):
         raise SpecError(field_name, f"{value!r} is not an integer; {what}")
     if isinstance(value, float):
@@ -271,6 +271,8 @@ def _int(field_name: str, value: Any, minimum: int, what: str) -> int:
         raise SpecError(field_name, f"{value!r} is not an integer; {what}")
     if value < minimum:
         raise SpecError(field_name, f"{value} is too small; {what}")
+    if maximum is not None and value > maximum:
+        raise SpecError(field_name, f"{value} is too large; {what}")
     return value
 
 
@@ -326,10 +328,7 @@ MAX_ACCUMULATE = 1024
 def parse_accumulate(value: Any) -> int:
     """Gradient accumulation: k micro-batches per optimizer update (1 = none); effective batch = batch size x k."""
     what = f"accumulate must be a whole number from 1 (no accumulation) to {MAX_ACCUMULATE}"
-    k = _int("accumulate", 1 if _blank(value) else value, 1, what)
-    if k > MAX_ACCUMULATE:
-        raise SpecError("accumulate", f"{k} is too large; {what}")
-    return k
+    return _int("accumulate", 1 if _blank(value) else value, 1, what, MAX_ACCUMULATE)
 
 
 MAX_FUSED = 4096
@@ -339,10 +338,7 @@ XLA_AUTO = "auto"  # xla: compile only where the run's steps repay the compile (
 def parse_fused(value: Any) -> int:
     """Training steps per call of the step function (1 = one step per call, the default loop)."""
     what = f"fused must be a whole number of steps per call from 1 (one step per call) to {MAX_FUSED}"
-    k = _int("fused", 1 if _blank(value) else value, 1, what)
-    if k > MAX_FUSED:
-        raise SpecError("fused", f"{k} is too large; {what}")
-    return k
+    return _int("fused", 1 if _blank(value) else value, 1, what, MAX_FUSED)
 
 
 def parse_xla(value: Any) -> bool | str:
@@ -361,10 +357,7 @@ MAX_TF_THREADS = 1024
 def parse_tf_threads(value: Any) -> int:
     """TensorFlow's intra- and inter-op threads in the training child (0 = TensorFlow's default: one per core)."""
     what = f"tf_threads must be a whole number of threads from 1 to {MAX_TF_THREADS}, or 0 for TensorFlow's default"
-    n = _int("tf_threads", 0 if _blank(value) else value, 0, what)
-    if n > MAX_TF_THREADS:
-        raise SpecError("tf_threads", f"{n} is too large; {what}")
-    return n
+    return _int("tf_threads", 0 if _blank(value) else value, 0, what, MAX_TF_THREADS)
 
 
 def parse_prepare_ahead(value: Any) -> bool:
@@ -545,10 +538,7 @@ def parse_lr_base_batch(value: Any) -> int | None:
     if _blank(value):
         return None
     what = "the base batch size B0 must be a whole number >= 1 (empty = the smallest batch size)"
-    b0 = _int("lr_base_batch", value, 1, what)
-    if b0 > MAX_BATCH_SIZE:
-        raise SpecError("lr_base_batch", f"{b0} is too large; {what}")
-    return b0
+    return _int("lr_base_batch", value, 1, what, MAX_BATCH_SIZE)
 
 
 def parse_warmup(value: Any) -> float:
@@ -691,10 +681,7 @@ MAX_NOISE_SCALE_PARTS = 64
 def parse_noise_scale_parts(value: Any) -> int:
     """Micro-batches a measured step's batch is split into (k >= 2: two batch sizes, B/k and B)."""
     what = f"the batch is split into k micro-batches, k a whole number from 2 to {MAX_NOISE_SCALE_PARTS}"
-    k = _int("noise_scale_parts", 4 if _blank(value) else value, 2, what)
-    if k > MAX_NOISE_SCALE_PARTS:
-        raise SpecError("noise_scale_parts", f"{k} is too large; {what}")
-    return k
+    return _int("noise_scale_parts", 4 if _blank(value) else value, 2, what, MAX_NOISE_SCALE_PARTS)
 
 
 def parse_batch_schedule(value: Any) -> str:
