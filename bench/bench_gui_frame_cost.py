@@ -297,7 +297,17 @@ def replay(tab: str, profile: cProfile.Profile | None) -> dict:
         "ticks": ticks,
         "deliveries": deliveries,
         "longest": sorted(tick_costs, reverse=True)[:8],
+        "by_plot": _by_plot(tick_costs),
     }
+
+
+def _by_plot(tick_costs) -> dict[str, list[float]]:
+    """plot id -> GUI CPU (s) of each step that drew it and nothing else (its update and its repaint)."""
+    out: dict[str, list[float]] = {}
+    for cost, _when, what in tick_costs:
+        if what and "+" not in what and what != "events":
+            out.setdefault(what, []).append(cost)
+    return out
 
 
 def _run_spans(stream) -> list[tuple[float, float]]:
@@ -383,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
         "costliest 50 ms steps (GUI CPU of events + tick + paints; the longest-gap candidates): "
         + ", ".join(f"{1000 * c:.1f} ms at {t:.2f} s ({what or 'nothing drawn'})" for c, t, what in result["longest"])
     )
+    print("GUI CPU of the steps that drew one plot (its update and repaint): count, median, 95th percentile, longest")
+    for plot_id, costs in sorted(result["by_plot"].items()):
+        costs = sorted(costs)
+        print(
+            f"  {plot_id:>12}: {len(costs):4d}  {1000 * statistics.median(costs):5.1f} ms  "
+            f"{1000 * costs[int(0.95 * (len(costs) - 1))]:5.1f} ms  {1000 * costs[-1]:5.1f} ms"
+        )
     print(
         f"paints of the live plots: {sum(result['paints'].values())} in all, "
         + ", ".join(f"{k} {v}" for k, v in result["paints"].items())

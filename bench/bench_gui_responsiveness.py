@@ -26,6 +26,11 @@ and the rest (waiting for the GIL or the timer), with the window refresh ticks i
 With --stacks, a watchdog thread also samples the GUI thread's Python stack (and the other threads')
 every 5 ms while the heartbeat is more than 30 ms late, and --explain prints the stacks seen most
 often in each gap: what the GUI thread was doing, or which thread held the GIL.
+
+Before the rounds an untimed headless sweep warms the machine up (file cache, the first fork server):
+the first sweep of a process is slower, and it must not count against whichever side goes first.
+Each round's throughputs are printed as it ends. `--no-probed` runs rounds of window and headless
+sweeps only (which goes first alternates), so more pairs fit in the same time for the throughput verdict.
 """
 
 from __future__ import annotations
@@ -241,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", default=DEFAULT_SPEC, help=f"comma-separated field=value (default {DEFAULT_SPEC})")
     parser.add_argument(
-        "--repeat", type=int, default=2, help="rounds of window, headless, probed window; order rotating (default 2)"
+        "--repeat",
+        type=int,
+        default=2,
+        help="rounds of window, headless, probed window (or two); order rotating (default 2)",
     )
     parser.add_argument(
         "--control",
@@ -256,6 +264,16 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         help="the window's frame period in seconds (default: gui.refresh.DEFAULT_POLICY's, 0.5 s); before the "
         "single-shot ticks the 50 ms timer grid made it 0.55 s in practice",
+    )
+    parser.add_argument(
+        "--no-probed",
+        action="store_true",
+        help="throughput only: rounds of window and headless sweeps (no heartbeat, no gaps), so more pairs fit",
+    )
+    parser.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the untimed headless sweep before the rounds (the first sweep of a process pays for cold caches)",
     )
     parser.add_argument("--explain", type=int, default=0, metavar="N", help="break down the N longest gaps")
     parser.add_argument("--stacks", action="store_true", help="with --explain: the GUI thread's stacks in each gap")
@@ -273,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     values = parse_spec(args.spec)
-    modes = ("window", "headless") if args.control else ("window", "headless", "probed")
+    modes = ("window", "headless") if (args.control or args.no_probed) else ("window", "headless", "probed")
     gaps: list[float] = []
     times: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
@@ -287,15 +305,22 @@ def main(argv: list[str] | None = None) -> int:
     redraws: dict[str, list[float]] = {}  # plot id -> seconds between its redraws while a run's steps arrived
     first_points: list[float] = []  # seconds from a run's first steps reaching the window to them on screen
     lateness: list[float] = []  # seconds from step rows reaching the window to the loss plot showing them
+    queued: list[tuple[float, float]] = []  # (ms queued for a CPU, s) of the GUI thread over each probed sweep
     with tempfile.TemporaryDirectory(prefix="batchlab-bench-") as tmp:
         tmp = Path(tmp)
+        if not args.no_warmup:
+            headless(values, tmp / "warmup.h5")  # cold file cache, first fork server, first imports: on no side
         for i in range(args.repeat):
             # headless in the middle, the window sweeps around it in alternating order, so warm-up and
-            # machine drift favour neither side and each window sweep has a headless neighbour
+            # machine drift favour neither side and each window sweep has a headless neighbour; with two
+            # modes, which one goes first alternates
             order = [m for m in modes if m != "headless"]
             order = order if i % 2 == 0 else order[::-1]
+            sequence = [order[0], "headless", *order[1:]]
+            if len(modes) == 2 and i % 2 == 1:
+                sequence = sequence[::-1]
             this: dict[str, dict[int, float]] = {}
-            for mode in [order[0], "headless", *order[1:]]:
+            for mode in sequence:
                 out = tmp / f"{mode}-{i}.h5"
                 cpu0 = parent_cpu_seconds()
                 if mode == "headless" or args.control:
@@ -333,12 +358,23 @@ def main(argv: list[str] | None = None) -> int:
                         shown = [t for t, r, rows in stats["redraws"].get("loss_step", []) if r == run and rows]
                         if shown:
                             first_points.append(shown[0] - arrived)
-                    worst_gaps = sorted(worst_gaps + explain_gaps(beats), reverse=True)[: args.explain]
+                    explained = explain_gaps(beats)
+                    worst_gaps = sorted(worst_gaps + explained, reverse=True)[: args.explain]
+                    if explained:
+                        queued.append((sum(g[2] for g in explained), explained[-1][4] - explained[0][3]))
                 times[mode].append(seconds)
                 cpu[mode].append(parent_cpu_seconds() - cpu0)
                 this[mode] = throughputs(out)
                 for batch, value in this[mode].items():
                     tps[mode].setdefault(batch, []).append(value)
+            print(
+                f"round {i + 1}: "
+                + "; ".join(
+                    f"{mode} " + " / ".join(f"{v:,.0f}" for _b, v in sorted(this[mode].items())) for mode in sequence
+                )
+                + " samples/s",
+                flush=True,
+            )
             for mode in paired:
                 for batch, h in this["headless"].items():
                     if batch in this.get(mode, {}):
@@ -352,8 +388,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{worst:.1f} ms (no stall can be longer), p99 gap {p99:.1f} ms, median {statistics.median(gaps):.1f} ms "
             f"(target: stalls < {STALL_TARGET_MS:.0f} ms: {'OK' if worst < STALL_TARGET_MS else 'MISSED'})"
         )
-    else:
+    elif args.control:
         print("control run: both columns are headless sweeps; their ratios show the noise floor")
+    else:
+        print("throughput only (--no-probed): no heartbeat, no gaps measured")
+    if queued:
+        print(
+            "GUI thread queued for a CPU (runnable, not running; schedstat) during the probed sweeps: "
+            f"{sum(q for q, _s in queued) / sum(s for _q, s in queued):.1f} ms a second"
+        )
     for mode in modes:
         t, c = statistics.median(times[mode]), statistics.median(cpu[mode])
         print(f"{mode:>8}: sweep wall time {t:.1f} s, parent-process CPU {c:.1f} s ({100 * c / t:.0f}% of a core)")
