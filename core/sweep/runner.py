@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,21 @@ from batchlab.core.training.startup import FORKED, FRESH, PROBE, REUSED, STANDBY
 Sink = Callable[[dict[str, Any]], None]
 
 STOPPED_BEFORE_FIRST_RUN = "stopped by the user before the first run"
+# While the data is read (check_data, in the window's worker thread) other threads get the GIL back within
+# this long, not Python's 5 ms: the zip reads give it up and take it back between chunks, and a GUI thread
+# woken too late for a hand-over waited out the whole interval at every call into Qt (a 59 ms stall).
+DATA_READ_SWITCH_INTERVAL_S = 0.0005
+
+
+@contextmanager
+def _short_gil_slices(seconds: float = DATA_READ_SWITCH_INTERVAL_S) -> Iterator[None]:
+    """Python's thread switch interval lowered to `seconds` inside the block (never raised), then restored."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, seconds))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 @dataclass
@@ -201,10 +218,11 @@ class SweepRunner:
         if not self.spec.data.startswith(KERAS_PREFIX):
             from batchlab.core.datasets import load_spec_data, prepare_arrays, validation_note
 
-            dataset = load_spec_data(self.spec)
-            prepared = prepare_arrays(
-                dataset, self.spec.workload, self.spec.samples, self.spec.val_samples, self.spec.scale
-            )
+            with _short_gil_slices():
+                dataset = load_spec_data(self.spec)
+                prepared = prepare_arrays(
+                    dataset, self.spec.workload, self.spec.samples, self.spec.val_samples, self.spec.scale
+                )
             self._probe_data = prepared.probe_sample()
             note = validation_note(dataset, self.spec.val_samples)
             target = self.spec.target_spec

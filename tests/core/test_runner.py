@@ -47,3 +47,29 @@ def test_missing_validation_split_becomes_a_warning_when_the_sweep_starts(tmp_pa
     runner.run(events.append)
     warnings = [e for e in events if e["type"] == "log" and e["level"] == "warning"]
     assert [w["message"] for w in warnings] == runner.warnings
+
+
+def test_the_data_is_read_with_short_gil_slices_and_the_interval_is_restored_even_on_bad_data(tmp_path, monkeypatch):
+    """The window's worker thread reads the data while the GUI thread paints: it hands the GIL back within
+    0.5 ms, not Python's 5 ms, while reading, and leaves the process's switch interval as it found it."""
+    import sys
+
+    import batchlab.core.datasets as datasets
+    from batchlab.core.sweep.runner import DATA_READ_SWITCH_INTERVAL_S
+
+    seen = []
+    load = datasets.load_spec_data
+
+    def spying_load(spec):
+        seen.append(sys.getswitchinterval())
+        return load(spec)
+
+    monkeypatch.setattr(datasets, "load_spec_data", spying_load)
+    before = sys.getswitchinterval()
+    SweepRunner(build_spec(TINY)).check_data()
+    assert seen == [pytest.approx(DATA_READ_SWITCH_INTERVAL_S)] and sys.getswitchinterval() == before
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, x_train=np.zeros((64, 4, 4)), y_train=-np.ones(64, dtype="int64"))
+    with pytest.raises(DataError):
+        SweepRunner(build_spec({**TINY, "data": str(bad)})).check_data()
+    assert len(seen) == 2 and sys.getswitchinterval() == before
