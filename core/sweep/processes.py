@@ -10,6 +10,12 @@ import signal
 from pathlib import Path
 
 POLL_SECONDS = 0.05  # how often a waiting parent looks at the stop flag
+# How long the sweep's pump waits for a training child's next event before it looks at the stop flag and the
+# child's life. A child streams steps every 0.25 s; with 50 ms the pump woke 20 times a second, each time
+# taking a core from the training threads for a moment (at the window's nice +5 they yield to it at once).
+# A stop reaches the child through its own flag at once; only the grace period's start and a death without
+# end-of-file wait for this.
+PUMP_WAIT_SECONDS = 0.5
 STOP_GRACE_SECONDS = 20.0  # a run asked to stop gets this long to finish its step
 
 

@@ -42,6 +42,7 @@ from batchlab.core.sweep.forkserver import ForkServer, ForkServerGone, fork_poss
 from batchlab.core.sweep.probe import _gpu_possible, _parent_environment, _probe, _probe_answer, _probe_environment
 from batchlab.core.sweep.processes import (
     POLL_SECONDS,
+    PUMP_WAIT_SECONDS,
     STOP_GRACE_SECONDS,
     _death_message,
     _end_process,
@@ -662,16 +663,19 @@ class SweepRunner:
         return run_main, (run.to_dict(),)
 
     def _pump(self, receiver, child, child_stop, sink: Sink) -> dict[str, Any] | None:
-        """Forward the child's events until its run_ended, its death, or a stop that times out."""
+        """Forward the child's events until its run_ended, its death, or a stop that times out.
+
+        It wakes for an event or every PUMP_WAIT_SECONDS, and looks at the stop flag and the child's life
+        after either (a child that streams steps but ignores a stop is still ended after the grace period).
+        """
         stop_deadline = None
         while True:
             try:
-                if receiver.poll(POLL_SECONDS):
+                if receiver.poll(PUMP_WAIT_SECONDS):
                     event = receiver.recv()
                     sink(event)
                     if event.get("type") == RUN_ENDED:
                         return event
-                    continue
             except (EOFError, OSError):
                 return None
             if self._stop.is_set():
