@@ -49,8 +49,8 @@ class RefreshPolicy:
 
     tick_s: float = 0.05
     # 0.8 s, not 0.5: every plot still moves more than once a second (a frame's plots are drawn within
-    # 0.35 s of its start), and the window takes 40% less CPU and fewer wake-ups from training (at batch 32
-    # the window/headless throughput was 0.94 with 0.5 s frames; docs/benchmarks.md)
+    # 0.35 s of its start), and the GUI thread works and wakes less while training runs (measured: 7.3% ->
+    # 5.6% of a core, 23.8 -> 18.4 wake-ups a second; docs/benchmarks.md, 2026-12-02)
     frame_s: float = 0.8
     table_interval_s: float = 1.0
     event_batch_s: float = 0.05

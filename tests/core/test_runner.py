@@ -73,3 +73,60 @@ def test_the_data_is_read_with_short_gil_slices_and_the_interval_is_restored_eve
     with pytest.raises(DataError):
         SweepRunner(build_spec({**TINY, "data": str(bad)})).check_data()
     assert len(seen) == 2 and sys.getswitchinterval() == before
+
+
+class _StreamingChild:
+    """A training child as the pump sees it: a step event always waiting; alive until killed."""
+
+    def __init__(self, events_before_giving_up: int = 1000):
+        self.alive, self.kills, self.sent = True, 0, 0
+        self.limit = events_before_giving_up
+
+    # the receiver's side
+    def poll(self, _timeout=0.0) -> bool:
+        return self.alive
+
+    def recv(self) -> dict:
+        self.sent += 1
+        if self.sent > self.limit:
+            raise EOFError("the pump never looked at the stop flag")
+        return {"type": "steps", "run": 0}
+
+    # the process's side
+    def is_alive(self) -> bool:
+        return self.alive
+
+    def kill(self) -> None:
+        self.kills += 1
+        self.alive = False
+
+
+def test_a_child_that_streams_steps_but_ignores_a_stop_is_killed_after_the_grace_period(monkeypatch):
+    """The pump waits up to PUMP_WAIT_SECONDS for each event, so while steps keep coming it never times out:
+    it must still look at the stop flag after every event, or a child that ignores the stop runs forever."""
+    import batchlab.core.sweep.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "STOP_GRACE_SECONDS", 0.0)
+    runner = SweepRunner(build_spec(TINY))
+    runner.stop()
+    child, child_stop, seen = _StreamingChild(), multiprocessing.Event(), []
+    assert runner._pump(child, child, child_stop, seen.append) is None  # ended: no run_ended came
+    assert child_stop.is_set() and child.kills == 1 and child.sent < child.limit
+    assert seen and all(e["type"] == "steps" for e in seen)  # what came before the kill was forwarded
+
+
+def test_the_pump_forwards_events_in_order_and_returns_the_run_ended_event():
+    events = [{"type": "steps", "run": 0, "i": i} for i in range(3)] + [{"type": "run_ended", "run": 0}]
+
+    class Receiver:
+        def poll(self, _timeout=0.0):
+            return bool(events)
+
+        def recv(self):
+            return events.pop(0)
+
+    expected = list(events)
+    seen = []
+    child = _StreamingChild()
+    assert SweepRunner(build_spec(TINY))._pump(Receiver(), child, multiprocessing.Event(), seen.append) == expected[-1]
+    assert seen == expected and child.kills == 0
