@@ -262,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--frame-s",
         type=float,
-        help="the window's frame period in seconds (default: gui.refresh.DEFAULT_POLICY's, 0.5 s); before the "
-        "single-shot ticks the 50 ms timer grid made it 0.55 s in practice",
+        help="the window's frame period in seconds (default: gui.refresh.DEFAULT_POLICY's frame_s, 0.8 s since "
+        "2026-12-02, 0.5 s before)",
     )
     parser.add_argument(
         "--no-probed",
