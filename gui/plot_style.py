@@ -477,6 +477,8 @@ def sync_legend(item: pg.PlotItem, relayout: bool = True) -> None:
 class ZeroAnchor(pg.GraphicsObject):
     """An invisible item whose y data bounds are 0: an auto-ranged axis of amounts (memory, time) starts at zero."""
 
+    bounds_follow_others = True  # its bounds change with the other items' (gui.sticky_view keeps none for it)
+
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt override)
         return QRectF()
 

@@ -38,7 +38,7 @@ def _data_scene_rect(widget: pg.PlotWidget):
             xs, ys = x[finite], y[finite]
             r = pg.QtCore.QRectF(xs.min(), ys.min(), xs.max() - xs.min(), ys.max() - ys.min())
         elif isinstance(child, (pg.ScatterPlotItem, pg.BarGraphItem)) and child.isVisible():
-            r = child.boundingRect()
+            r = child.mapRectToParent(child.boundingRect())  # a running epoch's marker is placed with setPos
             if r.isEmpty():
                 continue
         else:
