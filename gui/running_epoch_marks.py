@@ -14,8 +14,10 @@ from batchlab.core.figures import RunningEpoch, running_epoch, running_epoch_row
 from batchlab.core.model import RunData
 from batchlab.gui.memory_plot import peaks_so_far
 from batchlab.gui.plot_style import PLOT_COLOURS, BatchColours, run_pen
+from pyqtgraph.graphicsItems.ScatterPlotItem import Symbols
 from PySide6.QtCore import QPointF
-from PySide6.QtGui import QBrush, QPen
+from PySide6.QtGui import QBrush, QPen, QTransform
+from PySide6.QtWidgets import QGraphicsPathItem
 
 RunKey = tuple[str, int]
 # Plots with a provisional point for the running epoch (hollow marker): plot id -> RunningEpoch field.
@@ -27,8 +29,36 @@ TOOLTIPS = {"memory": "running epoch: memory peak so far"}
 DEFAULT_TOOLTIP = "running epoch, from its steps so far"
 
 
+class MarkSpot(QGraphicsPathItem):
+    """One hollow marker: a pyqtgraph symbol's outline in screen pixels at a data point (its position).
+
+    Qt bounds and paints it in C++ (ItemIgnoresTransformations keeps it 8 px at any zoom); a
+    single-point ScatterPlotItem cost ~0.5 ms of Python per repaint of its plot, and its bounds were
+    asked on every repaint. pyqtgraph's auto-range sees it through dataBounds and pixelPadding.
+    """
+
+    size = 8.0
+
+    def __init__(self, symbol: str):
+        super().__init__()
+        self.setFlag(self.GraphicsItemFlag.ItemIgnoresTransformations)
+        self.symbol = ""
+        self.set_symbol(symbol)
+
+    def set_symbol(self, symbol: str) -> None:
+        self.symbol = symbol
+        self.setPath(QTransform.fromScale(self.size, self.size).map(Symbols[symbol]))
+
+    def dataBounds(self, axis: int, frac: float = 1.0, orthoRange=None) -> tuple[float, float]:  # noqa: N802,N803
+        """The point itself (its position, in the item's own coordinates)."""
+        return (0.0, 0.0)
+
+    def pixelPadding(self) -> float:  # noqa: N802 (pyqtgraph hook)
+        return self.size / 2 + self.pen().widthF()
+
+
 class RunningMark:
-    """A run's hollow markers in one plot: one single-spot ScatterPlotItem per point, moved with setPos.
+    """A run's hollow markers in one plot: a MarkSpot per point, moved with setPos.
 
     The marker moves every frame while its epoch runs. Setting a PlotDataItem's data for it cost
     ~0.6 ms a plot (pyqtgraph rebuilds its spots and their sizes); moving a spot is a position change
@@ -38,7 +68,7 @@ class RunningMark:
     def __init__(self, plot_item: pg.PlotItem, tooltip: str):
         self.plot_item = plot_item
         self.tooltip = tooltip
-        self.spots: list[pg.ScatterPlotItem] = []
+        self.spots: list[MarkSpot] = []
         self.points: list[tuple[float, float, str]] = []
         self.looks: tuple[QPen, QBrush] | None = None
 
@@ -46,8 +76,9 @@ class RunningMark:
         """Show these (x, y, symbol) points (none: hide every spot); True if that changes what is drawn."""
         self.points = points
         changed = False
+        view = self.plot_item.getViewBox()
         while len(self.spots) < len(points):
-            spot = pg.ScatterPlotItem(x=[0.0], y=[0.0], size=8, symbol=points[len(self.spots)][2])
+            spot = MarkSpot(points[len(self.spots)][2])
             spot.setToolTip(self.tooltip)
             spot.setVisible(False)
             if self.looks is not None:
@@ -57,18 +88,20 @@ class RunningMark:
             self.spots.append(spot)
         for i, spot in enumerate(self.spots):
             shown = i < len(points)
+            moved = False
             if shown:
                 x, y, symbol = points[i]
-                if spot.opts["symbol"] != symbol:
-                    spot.setSymbol(symbol)
+                if spot.symbol != symbol:
+                    spot.set_symbol(symbol)
                     changed = True
                 if spot.pos() != QPointF(x, y):  # Qt's own (fuzzy) comparison: the same place is no move
                     spot.setPos(x, y)
-                    changed = True
+                    changed = moved = True
             if spot.isVisible() != shown:
                 spot.setVisible(shown)
-                spot.informViewBoundsChanged()  # the view's auto-range counts only shown spots
-                changed = True
+                changed = moved = True
+            if moved:  # the view's auto-range counts only shown spots, where they are now
+                view.itemBoundsChanged(spot)
         return changed
 
     def style(self, pen: QPen, brush: QBrush) -> None:

@@ -83,8 +83,9 @@ class StickyViewBox(pg.ViewBox):
             rect = self.mapFromItemToView(item, item.boundingRect()).boundingRect()
             return (rect.left(), rect.right()), (rect.top(), rect.bottom())
         plain = item.parentItem() is self.childGroup and item.transform().isIdentity() and item.pos().isNull()
-        if not plain and round(item.transformAngle()) % 180:
-            x, y = super().childrenBounds(items=[item])  # a turned child (none in BatchLab): pyqtgraph's answer alone
+        if not plain and (item.transform().isRotating() or item.parentItem() is not self.childGroup):
+            # turned, or not a direct child (none in BatchLab): pyqtgraph's answer for it alone
+            x, y = super().childrenBounds(items=[item])
             return (None if x is None else tuple(x)), (None if y is None else tuple(y))
         spans: list[Span] = []
         for axis in (0, 1):

@@ -11,6 +11,7 @@ import pyqtgraph as pg
 import pytest
 from batchlab.core.events import make_event
 from batchlab.core.model import SweepData
+from batchlab.gui.running_epoch_marks import MarkSpot
 from batchlab.gui.step_envelope import MAX_BINS
 from batchlab.gui.summary_view import FROM_ZERO, metric_value
 
@@ -38,9 +39,13 @@ def _data_scene_rect(widget: pg.PlotWidget):
             xs, ys = x[finite], y[finite]
             r = pg.QtCore.QRectF(xs.min(), ys.min(), xs.max() - xs.min(), ys.max() - ys.min())
         elif isinstance(child, (pg.ScatterPlotItem, pg.BarGraphItem)) and child.isVisible():
-            r = child.mapRectToParent(child.boundingRect())  # a running epoch's marker is placed with setPos
+            r = child.boundingRect()
             if r.isEmpty():
                 continue
+        elif isinstance(child, MarkSpot) and child.isVisible():  # a running epoch's marker, sized in pixels
+            scene = child.boundingRect().translated(view.mapViewToScene(child.pos()))  # scene units are pixels
+            rect = scene if rect is None else rect.united(scene)
+            continue
         else:
             continue
         scene = view.mapViewToScene(r).boundingRect()
