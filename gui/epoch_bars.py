@@ -33,7 +33,7 @@ class EpochBars:
     def __init__(self, plot_item: pg.PlotItem, colours: BatchColours):
         self.plot_item = plot_item
         self.colours = colours
-        self.items: dict[tuple[str, str], pg.BarGraphItem] = {}  # (source, segment or "running " + segment)
+        self.items: dict[tuple[str, str], pg.BarGraphItem] = {}  # (source, segment or "running")
         self.samples: dict[str, pg.BarGraphItem] = {}  # segment -> its legend sample
         for seg, _ in SEGMENTS:
             self.samples[seg] = pg.BarGraphItem(x=[0], height=[1], width=1)
@@ -159,18 +159,14 @@ class EpochBars:
             xs.append(x_of(run))
             colours.append((run, self.colours.colour(run.batch_size)))
             self.running[(source, run.index)] = (xs[-1], compute, wait, total)
-        bottom = np.zeros(len(xs))
         changed = False
         looks = _looks(source, colours, selection)
-        for seg, _ in SEGMENTS:
-            key = (source, "running " + seg)
-            item = self.items.get(key)
-            if item is None and not xs:
-                continue  # made with the first running epoch, so a finished sweep has no hidden bars
-            heights = np.array(parts[seg])
-            if item is not None and not self._differs(key, (xs, tuple(bottom), parts[seg], width, looks)):
-                bottom = bottom + heights
-                continue
+        key = (source, "running")
+        item = self.items.get(key)
+        # One item holds every running bar's three parts: they change on every frame, and three items were
+        # three setOpts, three paints and three more bounds asked on each repaint of the plot.
+        shown = (xs, tuple(tuple(v) for v in parts.values()), width, looks)
+        if (item is not None or xs) and self._differs(key, shown):  # made with the first running epoch
             changed = True
             if item is None:
                 item = self.items[key] = pg.BarGraphItem(x=[], height=[], width=width)
@@ -178,21 +174,26 @@ class EpochBars:
                 item.setToolTip(RUNNING_LEGEND)
                 self.plot_item.addItem(item)
             item.setVisible(bool(xs))
-            if not xs:
-                continue
-            brushes, pens = [], []
-            for (_run, colour), (_name, dimmed) in zip(colours, looks, strict=True):
-                brushes.append(_running_brush(colour if seg != "other" else QColor(OTHER_COLOUR), seg, dimmed))
-                pens.append(_running_pen(colour, dimmed))
-            item.setOpts(
-                x=np.array(xs),
-                y0=bottom.copy(),
-                height=heights,
-                width=width * RUNNING_WIDTH,
-                brushes=brushes,
-                pens=pens,
-            )
-            bottom = bottom + heights
+            if xs:
+                bars: dict[str, list] = {"x": [], "y0": [], "height": [], "brushes": [], "pens": []}
+                for i, ((_run, colour), (_name, dimmed)) in enumerate(zip(colours, looks, strict=True)):
+                    bottom = 0.0
+                    for seg, values in parts.items():
+                        bars["x"].append(xs[i])
+                        bars["y0"].append(bottom)
+                        bars["height"].append(values[i])
+                        tint = colour if seg != "other" else QColor(OTHER_COLOUR)
+                        bars["brushes"].append(_running_brush(tint, seg, dimmed))
+                        bars["pens"].append(_running_pen(colour, dimmed))
+                        bottom += values[i]
+                item.setOpts(
+                    x=np.array(bars["x"]),
+                    y0=np.array(bars["y0"]),
+                    height=np.array(bars["height"]),
+                    width=width * RUNNING_WIDTH,
+                    brushes=bars["brushes"],
+                    pens=bars["pens"],
+                )
         if xs and self.running_sample is None:
             self.running_sample = pg.BarGraphItem(x=[0], height=[1], width=1)
             self.plot_item.legend.addItem(self.running_sample, RUNNING_LEGEND)
