@@ -179,13 +179,18 @@ class RunData:
         """The last value of each compiled metric (core.figures.final_metrics), live and from a file alike."""
         return final_metrics(self.metrics)
 
+    def planned_steps(self) -> int | None:
+        """The steps this run plans (a steps/examples budget ends inside an epoch); None where not known yet."""
+        planned = _int_or_none(self.attrs.get("planned_steps"))
+        if not planned and self.steps_per_epoch and self.epochs_planned:
+            planned = self.steps_per_epoch * self.epochs_planned
+        return planned or None
+
     def step_fraction(self) -> float:
         """How far this run got, 0..1, from its steps and its planned total."""
         if self.status not in ("pending", "running"):
             return 1.0
-        planned = _int_or_none(self.attrs.get("planned_steps"))  # steps/examples budgets end inside an epoch
-        if not planned and self.steps_per_epoch and self.epochs_planned:
-            planned = self.steps_per_epoch * self.epochs_planned
+        planned = self.planned_steps()
         if not planned:
             return 0.0
         return min(1.0, len(self.steps) / planned)

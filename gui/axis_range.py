@@ -40,31 +40,35 @@ def sticky_range(
     `loose` of it. Otherwise a new range: the data, `headroom` times its span added past each end the
     data went beyond (both ends without a usable current range), then padded. On a linear axis the
     headroom never takes the range past zero where the data is not: a loss or an amount gets no
-    negative stretch; a log axis has no such bound. `upper`: the largest value the data can reach (e.g. the
-    planned number of epochs): headroom never takes the range past it.
+    negative stretch; a log axis has no such bound. `upper`: the largest value the data can reach (the
+    planned epochs, or steps, of the runs shown): a range that must grow goes straight to it, and is not
+    "too loose" for reaching it, so a run's curve fills its axis without the range changing again; headroom
+    never takes the range past it. Data past `upper` (a run that planned more) is never cut off.
     """
     lo, hi = float(data[0]), float(data[1])
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
         return (lo, hi)
     span = hi - lo
     pad = padding * span
+    planned = upper is not None and math.isfinite(upper) and upper > hi  # the range is to reach the planned end
+    reach = float(upper) if planned else hi
     usable = current is not None and all(math.isfinite(c) for c in current) and current[1] > current[0]
     if usable:
         c_lo, c_hi = float(current[0]), float(current[1])
         margin = KEEP_PADDING * pad if span > 0 else 0.05 * (c_hi - c_lo)  # one point: keep it off the edge
         grow_lo, grow_hi = lo - margin < c_lo, hi + margin > c_hi
-        too_loose = span > 0 and span < loose * (c_hi - c_lo)
+        too_loose = reach > lo and reach - lo < loose * (c_hi - c_lo)
         if not (grow_lo or grow_hi or too_loose):
             return (c_lo, c_hi)
     else:
         grow_lo = grow_hi = True
-    if span == 0:
+    if reach == lo:
         return (lo, hi)  # one point and nowhere to keep it: pyqtgraph widens a zero span itself
     # Both ends are set together (one change of the range, one regeneration of the axis), padded for the
     # span the range leaves room for, so the end the data did not pass does not need a change of its own
     # as the data grows (its padding would otherwise run out first).
     base_lo = lo - (headroom * span if grow_lo else 0.0)
-    base_hi = hi + (headroom * span if grow_hi else 0.0)
+    base_hi = reach if planned else hi + (headroom * span if grow_hi else 0.0)
     if upper is not None and math.isfinite(upper):
         base_hi = min(base_hi, max(hi, upper))
     pad = padding * (base_hi - base_lo)

@@ -279,6 +279,10 @@ class LivePlots(QWidget):
         view.sticky = sticky
         if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
             view.x_upper = self._planned_epochs()  # no empty epoch tick past the last one planned
+        elif plot_id == "loss_step":
+            # The x range goes straight to the planned end of the runs shown and stays there while they train:
+            # growing with headroom, it changed (both axes' text and the grid redrawn) ~10 times a run.
+            view.x_upper = self._planned_x(self.loss_x)
         if changed:
             sync_legend(item)
         if changed or refit:
@@ -313,6 +317,22 @@ class LivePlots(QWidget):
             self._expected_memory = expected
             changed = self._label_memory() or changed
         return changed
+
+    def _planned_x(self, x_axis: str) -> float | None:
+        """The largest x the shown runs plan on the first loss plot: steps, or examples seen (constant batch
+        only); None on a time axis, or while no shown run's plan is known."""
+        ends = []
+        for data in self.sources.values():
+            for run in data.runs.values():
+                steps = run.planned_steps()
+                if x_axis == "step" and steps:
+                    ends.append(float(steps))
+                elif x_axis == "examples" and steps and run.attrs.get("batch_schedule") in (None, "constant"):
+                    samples, per_epoch = run.attrs.get("samples"), run.steps_per_epoch
+                    if samples and per_epoch:  # whole epochs of `samples`, and a part of the last one
+                        epochs, within = divmod(steps, per_epoch)
+                        ends.append(float(epochs * samples + min(within * run.batch_size, samples)))
+        return max(ends) if ends else None
 
     def _planned_epochs(self) -> float | None:
         """The most epochs any shown run plans (x of the per-epoch plots), or None if a run's is not known."""

@@ -128,3 +128,53 @@ def test_headroom_stops_at_the_last_planned_epoch():
     assert sticky_range((1.0, 3.0), None, padding=0.05, headroom=0.5, upper=3.0) == pytest.approx((0.0, 3.15))
     # data past the bound (a run that planned more) is never cut off
     assert sticky_range((1.0, 5.0), None, padding=0.05, headroom=0.5, upper=3.0)[1] >= 5.0
+
+
+def test_a_range_that_must_grow_goes_straight_to_the_planned_end_and_stays():
+    # steps 1..20 of a run planning 500: the first fit already reaches 500 (padded), and it is not "too loose"
+    first = sticky_range((1.0, 20.0), None, padding=0.02, headroom=X_HEADROOM, upper=500.0)
+    assert 500.0 < first[1] < 500.0 * 1.03 and first[0] < 1.0
+    for n in range(21, 501, 7):  # every later frame of the run keeps it
+        assert sticky_range((1.0, float(n)), first, padding=0.02, headroom=X_HEADROOM, upper=500.0) == first
+    # without a plan the same frames move the range several times
+    current, changes = None, 0
+    for n in range(20, 501, 7):
+        new = sticky_range((1.0, float(n)), current, padding=0.02, headroom=X_HEADROOM)
+        changes += new != current
+        current = new
+    assert changes >= 5
+
+
+def test_the_loss_plots_step_axis_is_set_once_per_run_while_it_trains(qapp):
+    """The first loss plot's x axis (steps) reaches the runs' planned end at their first frame and holds there;
+    once the sweep is over it fits the data exactly."""
+    from batchlab.core.model import SweepData
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    from tests.gui.synthetic import sweep_events
+    from tests.gui.test_live_plots import _in_chunks
+
+    live_now = [True]
+    live = LivePlots(BatchColours(), live=lambda: live_now[0])
+    live.show()
+    data = SweepData(label="live")
+    live.set_source("main", data)
+    view = live.plots["loss_step"].getPlotItem().getViewBox()
+    ranges = []
+    for event in _in_chunks(sweep_events(batch_sizes=(8,), epochs=4, samples=1024), 16):  # 128 steps a epoch
+        data.handle(event)
+        if event["type"] != "steps":
+            continue
+        live.take_snapshot()
+        live.update_plot("loss_step")
+        x_range = tuple(view.targetRange()[0])
+        if not ranges or ranges[-1] != x_range:
+            ranges.append(x_range)
+    assert data.runs[0].planned_steps() == 512
+    assert len(ranges) == 1 and 512 <= ranges[0][1] < 512 * 1.1, ranges
+    live_now[0] = False
+    live.take_snapshot()
+    live.update_plot("loss_step")
+    assert view.targetRange()[0][1] < 512 * 1.12  # the exact fit of steps 1..512 (pyqtgraph's own padding)
+    live.close()
