@@ -9,6 +9,7 @@ long the run. Only the visible tab is drawn; a hidden one catches up when it is 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -52,6 +53,9 @@ from batchlab.gui.sticky_view import StickyViewBox
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+# The time axis's planned end is a forecast: this much past it, for validation pauses and slower steps ahead.
+TIME_SLACK = 1.15
 
 
 class LivePlots(QWidget):
@@ -279,10 +283,10 @@ class LivePlots(QWidget):
         view.sticky = sticky
         if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
             view.x_upper = self._planned_epochs()  # no empty epoch tick past the last one planned
-        elif plot_id == "loss_step":
+        elif plot_id in ("loss_step", "loss_time"):
             # The x range goes straight to the planned end of the runs shown and stays there while they train:
             # growing with headroom, it changed (both axes' text and the grid redrawn) ~10 times a run.
-            view.x_upper = self._planned_x(self.loss_x)
+            view.x_upper = self._planned_x(self.loss_x if plot_id == "loss_step" else "wall_time")
         if changed:
             sync_legend(item)
         if changed or refit:
@@ -319,12 +323,18 @@ class LivePlots(QWidget):
         return changed
 
     def _planned_x(self, x_axis: str) -> float | None:
-        """The largest x the shown runs plan on the first loss plot: steps, or examples seen (constant batch
-        only); None on a time axis, or while no shown run's plan is known."""
+        """The largest x the shown runs plan on a loss plot: steps, examples seen (constant batch only), or on a
+        time axis the time a running run will end at its pace so far (TIME_SLACK over); None while no shown
+        run's plan is known."""
         ends = []
-        for data in self.sources.values():
+        for source, data in self.sources.items():
             for run in data.runs.values():
                 steps = run.planned_steps()
+                if x_axis == "wall_time":
+                    end = self._time_end(source, run, steps)
+                    if end is not None:
+                        ends.append(end)
+                    continue
                 if x_axis == "step" and steps:
                     ends.append(float(steps))
                 elif x_axis == "examples" and steps and run.attrs.get("batch_schedule") in (None, "constant"):
@@ -333,6 +343,22 @@ class LivePlots(QWidget):
                         epochs, within = divmod(steps, per_epoch)
                         ends.append(float(epochs * samples + min(within * run.batch_size, samples)))
         return max(ends) if ends else None
+
+    def _time_end(self, source: str, run: RunData, planned: int | None) -> float | None:
+        """When (run-relative seconds) a run's last step will be: its last step's time if it has ended, else
+        its steps so far extrapolated to the planned steps (from the second step on: the first one traces)."""
+        n = self._rows(source, run, "steps")
+        if not n:
+            return None
+        times = run.steps["wall_time"]
+        last = float(times[n - 1])
+        if run.status != "running":
+            return last if math.isfinite(last) else None
+        if not planned or n < 3 or planned <= n:
+            return None
+        pace = (last - float(times[0])) / (n - 1)
+        end = last + (planned - n) * pace * TIME_SLACK
+        return end if math.isfinite(end) and end > last else None
 
     def _planned_epochs(self) -> float | None:
         """The most epochs any shown run plans (x of the per-epoch plots), or None if a run's is not known."""

@@ -147,7 +147,7 @@ def test_a_range_that_must_grow_goes_straight_to_the_planned_end_and_stays():
 
 def test_the_loss_plots_step_axis_is_set_once_per_run_while_it_trains(qapp):
     """The first loss plot's x axis (steps) reaches the runs' planned end at their first frame and holds there;
-    once the sweep is over it fits the data exactly."""
+    the time axis goes to the run's end forecast from its pace; once the sweep is over both fit the data."""
     from batchlab.core.model import SweepData
     from batchlab.gui.live_plots import LivePlots
     from batchlab.gui.plot_style import BatchColours
@@ -161,18 +161,29 @@ def test_the_loss_plots_step_axis_is_set_once_per_run_while_it_trains(qapp):
     data = SweepData(label="live")
     live.set_source("main", data)
     view = live.plots["loss_step"].getPlotItem().getViewBox()
-    ranges = []
+    time_view = live.plots["loss_time"].getPlotItem().getViewBox()
+    ranges, time_ranges = [], []
     for event in _in_chunks(sweep_events(batch_sizes=(8,), epochs=4, samples=1024), 16):  # 128 steps a epoch
         data.handle(event)
         if event["type"] != "steps":
             continue
         live.take_snapshot()
         live.update_plot("loss_step")
-        x_range = tuple(view.targetRange()[0])
-        if not ranges or ranges[-1] != x_range:
-            ranges.append(x_range)
+        live.update_plot("loss_time")
+        for seen, v in ((ranges, view), (time_ranges, time_view)):
+            x_range = tuple(v.targetRange()[0])
+            if not seen or seen[-1] != x_range:
+                seen.append(x_range)
+            assert x_range[1] >= float(
+                np.max(
+                    live._curves[("main", 0, "loss_step")].xData
+                    if v is view
+                    else live._curves[("main", 0, "loss_time")].xData
+                )
+            )
     assert data.runs[0].planned_steps() == 512
     assert len(ranges) == 1 and 512 <= ranges[0][1] < 512 * 1.1, ranges
+    assert len(time_ranges) <= 3, time_ranges  # growing with headroom: 7 changes over these 32 frames
     live_now[0] = False
     live.take_snapshot()
     live.update_plot("loss_step")
