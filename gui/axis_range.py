@@ -63,12 +63,17 @@ def sticky_range(
     else:
         grow_lo = grow_hi = True
     if reach == lo:
-        return (lo, hi)  # one point and nowhere to keep it: pyqtgraph widens a zero span itself
-    # Both ends are set together (one change of the range, one regeneration of the axis), padded for the
-    # span the range leaves room for, so the end the data did not pass does not need a change of its own
-    # as the data grows (its padding would otherwise run out first).
-    base_lo = lo - (headroom * span if grow_lo else 0.0)
-    base_hi = reach if planned else hi + (headroom * span if grow_hi else 0.0)
+        if log or lo == 0:
+            return (lo, hi)  # one point and nowhere to keep it: pyqtgraph widens a zero span itself
+        # One point (a running epoch's first marker): headroom around its value. pyqtgraph's +-0.5 made the
+        # range follow the point every frame (a memory peak moving by 1 MiB, a falling loss).
+        base_lo, base_hi = lo - headroom * abs(lo), lo + headroom * abs(lo)
+    else:
+        # Both ends are set together (one change of the range, one regeneration of the axis), padded for the
+        # span the range leaves room for, so the end the data did not pass does not need a change of its own
+        # as the data grows (its padding would otherwise run out first).
+        base_lo = lo - (headroom * span if grow_lo else 0.0)
+        base_hi = reach if planned else hi + (headroom * span if grow_hi else 0.0)
     if upper is not None and math.isfinite(upper):
         base_hi = min(base_hi, max(hi, upper))
     pad = padding * (base_hi - base_lo)

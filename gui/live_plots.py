@@ -269,7 +269,11 @@ class LivePlots(QWidget):
                     for run in data.ordered_runs()
                     if (figures := self._running_epoch(source, run)) is not None
                 }
-                keep = any(r.status == "running" for d in self.sources.values() for r in d.runs.values())
+                # the running bar's legend entry stays while the sweep is live, between runs too: taken out and
+                # put back at each run's start it re-laid out the plot (both axes redrawn) twice a run
+                keep = bool(self.live()) or any(
+                    r.status == "running" for d in self.sources.values() for r in d.runs.values()
+                )
                 drawn = self.bars.draw(source, data, list(self.sources), rows, self.selection, running, keep)
                 runs_changed = drawn or source not in self._bars_drawn
                 self._bars_drawn.add(source)
@@ -361,9 +365,11 @@ class LivePlots(QWidget):
         return end if math.isfinite(end) and end > last else None
 
     def _planned_epochs(self) -> float | None:
-        """The most epochs any shown run plans (x of the per-epoch plots), or None if a run's is not known."""
+        """The most epochs the shown runs plan (x of the per-epoch plots), over those whose plan is known (a run
+        yet to start tells it at its start; one that plans more widens the range then); None if none is."""
         planned = [run.epochs_planned for data in self.sources.values() for run in data.runs.values()]
-        return float(max(planned)) if planned and all(planned) else None
+        known = [p for p in planned if p]
+        return float(max(known)) if known else None
 
     def _draw_run(self, source: str, run: RunData, only_plot: str) -> bool:
         """Set this run's curves in one plot; True if that shows: new data or a new legend entry.

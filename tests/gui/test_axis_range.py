@@ -69,10 +69,17 @@ def test_log_axes_have_no_zero_bound():
     )
 
 
-def test_one_point_is_kept_inside_or_left_to_pyqtgraph():
+def test_one_point_is_kept_inside_or_given_headroom_around_its_value():
     assert sticky_range((3.0, 3.0), (0.0, 10.0), padding=0.05, headroom=0.5) == (0.0, 10.0)
-    assert sticky_range((3.0, 3.0), (3.2, 10.0), padding=0.05, headroom=0.5) == (3.0, 3.0)
-    assert sticky_range((3.0, 3.0), None, padding=0.05, headroom=0.5) == (3.0, 3.0)
+    # outside (or no range yet): +-headroom of its value, padded (pyqtgraph's +-0.5 followed it every frame)
+    assert sticky_range((3.0, 3.0), (3.2, 10.0), padding=0.05, headroom=0.5) == pytest.approx((1.35, 4.65))
+    assert sticky_range((3.0, 3.0), None, padding=0.05, headroom=0.5) == pytest.approx((1.35, 4.65))
+    # a running epoch's marker moving a little stays in it: no new range
+    assert sticky_range((3.1, 3.1), (1.35, 4.65), padding=0.05, headroom=0.5) == (1.35, 4.65)
+    assert sticky_range((608.5, 608.5), (607.5, 608.5), padding=0.05, headroom=0.25)[1] > 700  # 1 MiB more
+    # zero, and a log axis: left to pyqtgraph, which widens a zero span itself
+    assert sticky_range((0.0, 0.0), None, padding=0.05, headroom=0.5) == (0.0, 0.0)
+    assert sticky_range((3.0, 3.0), None, padding=0.05, headroom=0.5, log=True) == (3.0, 3.0)
 
 
 def test_no_usable_data_is_handed_back_unchanged():

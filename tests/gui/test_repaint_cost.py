@@ -198,7 +198,8 @@ def _streamed_live_plots():
 
 
 class _PaintRegions(QObject):
-    """The bounding rect of every paint of the watched plots' viewports, by name."""
+    """The rects of every paint of the watched plots' viewports, by name (a marker moving to the next epoch
+    repaints two small rects, its old place and its new one)."""
 
     def __init__(self, widgets: dict):
         super().__init__()
@@ -209,7 +210,7 @@ class _PaintRegions(QObject):
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
         if event.type() == QEvent.Type.Paint:
-            self.rects[self._names[watched]].append(event.region().boundingRect())
+            self.rects[self._names[watched]].extend(event.region())
         return False
 
 
@@ -264,3 +265,23 @@ def test_a_live_views_kept_child_bounds_give_pyqtgraphs_own_auto_range_every_fra
                     assert kept[axis] == pytest.approx(fresh[axis], rel=1e-9, abs=1e-12), (plot_id, axis)
                     compared += 1
     assert compared > 100
+
+
+def test_the_running_bars_legend_entry_and_the_epoch_axes_hold_between_runs(qapp):
+    """From the first running epoch to the sweep's end, the time split keeps its "running epoch so far" entry (taken
+    out and put back at each run's start it re-laid out the plot) and the epoch plots' x axis reaches the planned
+    epochs at once, though the runs yet to start have not said theirs."""
+    from batchlab.gui.epoch_bars import RUNNING_LEGEND
+
+    entries, x_ranges = [], set()
+    for live, data, event in _streamed_live_plots():
+        for plot_id in live.plot_ids:
+            live.update_plot(plot_id)
+        legend = live.plots["epoch_split"].getPlotItem().legend
+        labels = [label.text for _sample, label in legend.items]
+        if entries or RUNNING_LEGEND in labels:
+            entries.append(RUNNING_LEGEND in labels)
+        if event["type"] == "steps" and len(data.runs[0].epochs):
+            x_ranges.add(tuple(live.plots["loss_epoch"].getPlotItem().getViewBox().targetRange()[0]))
+    assert entries and all(entries), entries.index(False)
+    assert len(x_ranges) == 1 and 2.0 <= max(x_ranges)[1] < 2.3, x_ranges  # epochs 1..2 planned, padded
