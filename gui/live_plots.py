@@ -247,6 +247,12 @@ class LivePlots(QWidget):
             return False
         changed = self._prepare(plot_id)
         self.set_points[plot_id] = 0
+        item = self.plots[plot_id].getPlotItem()
+        view = item.getViewBox()
+        # While data arrives the range moves only when the data leaves it (gui/axis_range.py): the axes are
+        # not regenerated every frame. Once the sweep is over, the plot fits its data exactly again.
+        sticky = bool(self.live())
+        refit = view.sticky != sticky
         for source, data in self.sources.items():
             runs_changed = False
             for run in data.ordered_runs():
@@ -262,7 +268,8 @@ class LivePlots(QWidget):
                     )
                 else:
                     runs_changed = self._draw_run(source, run, plot_id) or runs_changed
-            if plot_id == "epoch_split" and (runs_changed or source not in self._bars_drawn):
+            # (at the sweep's end too: the running bar's legend entry, kept while it was live, goes)
+            if plot_id == "epoch_split" and (runs_changed or refit or source not in self._bars_drawn):
                 rows = lambda run, source=source: self._rows(source, run, "epochs")  # noqa: E731
                 running = {
                     run.index: figures
@@ -271,19 +278,11 @@ class LivePlots(QWidget):
                 }
                 # the running bar's legend entry stays while the sweep is live, between runs too: taken out and
                 # put back at each run's start it re-laid out the plot (both axes redrawn) twice a run
-                keep = bool(self.live()) or any(
-                    r.status == "running" for d in self.sources.values() for r in d.runs.values()
-                )
+                keep = sticky or any(r.status == "running" for d in self.sources.values() for r in d.runs.values())
                 drawn = self.bars.draw(source, data, list(self.sources), rows, self.selection, running, keep)
                 runs_changed = drawn or source not in self._bars_drawn
                 self._bars_drawn.add(source)
             changed = changed or runs_changed
-        item = self.plots[plot_id].getPlotItem()
-        view = item.getViewBox()
-        # While data arrives the range moves only when the data leaves it (gui/axis_range.py): the axes are
-        # not regenerated every frame. Once the sweep is over, the plot fits its data exactly again.
-        sticky = bool(self.live())
-        refit = view.sticky != sticky
         view.sticky = sticky
         if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
             view.x_upper = self._planned_epochs()  # no empty epoch tick past the last one planned

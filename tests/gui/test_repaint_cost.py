@@ -180,12 +180,14 @@ def test_a_frame_paints_each_changed_plot_once_and_sets_only_the_curves_that_cha
     assert frames == 3
 
 
-def _streamed_live_plots():
-    """LivePlots taking a 2-epoch sweep in 5-row chunks as while a sweep runs (sticky ranges); yields each frame."""
+def _streamed_live_plots(live_now: list[bool] | None = None):
+    """LivePlots taking a 2-epoch sweep in 5-row chunks as while a sweep runs (sticky ranges while live_now[0]);
+    yields each frame."""
     from batchlab.gui.live_plots import LivePlots
     from batchlab.gui.plot_style import BatchColours
 
-    live = LivePlots(BatchColours(), live=lambda: True)
+    live_now = live_now if live_now is not None else [True]
+    live = LivePlots(BatchColours(), live=lambda: live_now[0])
     live.resize(1200, 700)
     live.show()
     data = SweepData(label="live")
@@ -273,11 +275,16 @@ def test_the_running_bars_legend_entry_and_the_epoch_axes_hold_between_runs(qapp
     epochs at once, though the runs yet to start have not said theirs."""
     from batchlab.gui.epoch_bars import RUNNING_LEGEND
 
-    entries, x_ranges = [], set()
-    for live, data, event in _streamed_live_plots():
+    entries, x_ranges, live_now = [], set(), [True]
+    for live, data, event in _streamed_live_plots(live_now):
+        legend = live.plots["epoch_split"].getPlotItem().legend
+        if event["type"] == "sweep_ended":  # the window's last frame: no longer live, the entry goes
+            live_now[0] = False
+            live.update_plot("epoch_split")
+            assert RUNNING_LEGEND not in [label.text for _sample, label in legend.items]
+            break
         for plot_id in live.plot_ids:
             live.update_plot(plot_id)
-        legend = live.plots["epoch_split"].getPlotItem().legend
         labels = [label.text for _sample, label in legend.items]
         if entries or RUNNING_LEGEND in labels:
             entries.append(RUNNING_LEGEND in labels)
