@@ -36,7 +36,7 @@ PLOTS = {
     # plot id -> title, x label, x units, y label, y units. Titles short enough for a 1024 px window
     # (about 130 px a plot); what they leave out is on the axes. A longer one is elided, see let_title_shrink.
     "loss_step": ("Loss vs step", "step", None, "training loss", None),
-    "loss_time": ("Loss vs time", "time since run start", "s", "training loss", None),
+    "loss_time": ("Loss vs time", "time in run", "s", "training loss", None),
     "loss_epoch": ("Loss per epoch", "epoch", None, "loss", None),
     "epoch_split": ("Time split", "batch size", None, "mean epoch time", "s"),
     "throughput": ("Throughput", "epoch", None, "throughput", "samples/s"),
@@ -46,7 +46,7 @@ PLOTS = {
 LOSS_X = {
     "step": ("step", "Loss vs step", "step", None),
     "examples": ("examples seen", "Loss vs examples", "examples seen", None),
-    "wall_time": ("wall-clock time", "Loss vs time", "time since run start", "s"),
+    "wall_time": ("wall-clock time", "Loss vs time", "time in run", "s"),
 }
 # Grey legend entries explaining a series' line style, added once the series has data
 STYLE_LEGEND = {
