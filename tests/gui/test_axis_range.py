@@ -88,9 +88,9 @@ def test_no_usable_data_is_handed_back_unchanged():
     assert math.isnan(out[0]) and out[1] == 1.0
 
 
-def test_live_plot_ranges_hold_while_data_arrives_and_fit_exactly_after(qapp):
-    """A streamed sweep through LivePlots: while `live`, the loss plot's x range changes far less often than
-    its data, always holds every point, and once the data stops the plot fits its data again."""
+def _live_one_run(live_now: list[bool]):
+    """Shown LivePlots (sticky while live_now[0]), an empty live sweep in it, and the events of a 4-epoch
+    batch-8 run over 1,024 samples in 16-row chunks (32 frames)."""
     from batchlab.core.model import SweepData
     from batchlab.gui.live_plots import LivePlots
     from batchlab.gui.plot_style import BatchColours
@@ -98,14 +98,21 @@ def test_live_plot_ranges_hold_while_data_arrives_and_fit_exactly_after(qapp):
     from tests.gui.synthetic import sweep_events
     from tests.gui.test_live_plots import _in_chunks
 
-    live_now = [True]
     live = LivePlots(BatchColours(), live=lambda: live_now[0])
     live.show()
     data = SweepData(label="live")
     live.set_source("main", data)
+    return live, data, _in_chunks(sweep_events(batch_sizes=(8,), epochs=4, samples=1024), 16)
+
+
+def test_live_plot_ranges_hold_while_data_arrives_and_fit_exactly_after(qapp):
+    """A streamed sweep through LivePlots: while `live`, the loss plot's x range changes far less often than
+    its data, always holds every point, and once the data stops the plot fits its data again."""
+    live_now = [True]
+    live, data, events = _live_one_run(live_now)
     view = live.plots["loss_step"].getPlotItem().getViewBox()
     ranges, updates = [], 0
-    for event in _in_chunks(sweep_events(batch_sizes=(8,), epochs=4, samples=1024), 16):  # 32 frames
+    for event in events:  # 32 frames
         data.handle(event)
         if event["type"] != "steps":
             continue
@@ -155,22 +162,12 @@ def test_a_range_that_must_grow_goes_straight_to_the_planned_end_and_stays():
 def test_the_loss_plots_step_axis_is_set_once_per_run_while_it_trains(qapp):
     """The first loss plot's x axis (steps) reaches the runs' planned end at their first frame and holds there;
     the time axis goes to the run's end forecast from its pace; once the sweep is over both fit the data."""
-    from batchlab.core.model import SweepData
-    from batchlab.gui.live_plots import LivePlots
-    from batchlab.gui.plot_style import BatchColours
-
-    from tests.gui.synthetic import sweep_events
-    from tests.gui.test_live_plots import _in_chunks
-
     live_now = [True]
-    live = LivePlots(BatchColours(), live=lambda: live_now[0])
-    live.show()
-    data = SweepData(label="live")
-    live.set_source("main", data)
+    live, data, events = _live_one_run(live_now)
     view = live.plots["loss_step"].getPlotItem().getViewBox()
     time_view = live.plots["loss_time"].getPlotItem().getViewBox()
     ranges, time_ranges = [], []
-    for event in _in_chunks(sweep_events(batch_sizes=(8,), epochs=4, samples=1024), 16):  # 128 steps a epoch
+    for event in events:  # 128 steps an epoch
         data.handle(event)
         if event["type"] != "steps":
             continue
