@@ -74,8 +74,8 @@ def sticky_range(
         # as the data grows (its padding would otherwise run out first).
         base_lo = lo - (headroom * span if grow_lo else 0.0)
         base_hi = reach if planned else hi + (headroom * span if grow_hi else 0.0)
-    if upper is not None and math.isfinite(upper):
-        base_hi = min(base_hi, max(hi, upper))
+    if upper is not None and math.isfinite(upper) and hi <= upper:
+        base_hi = min(base_hi, upper)  # (data past a plan that was short gets the usual headroom, not a refit a frame)
     pad = padding * (base_hi - base_lo)
     new_lo, new_hi = base_lo - pad, base_hi + pad
     if not log:
