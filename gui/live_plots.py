@@ -31,6 +31,7 @@ from batchlab.gui.live_series import (
     SERIES,
     STYLE_LEGEND,
     RunKey,
+    examples_done,
     examples_seen,
 )
 from batchlab.gui.live_status import SweepPosition
@@ -344,7 +345,7 @@ class LivePlots(QWidget):
                     samples, per_epoch = run.attrs.get("samples"), run.steps_per_epoch
                     if samples and per_epoch:  # whole epochs of `samples`, and a part of the last one
                         epochs, within = divmod(steps, per_epoch)
-                        ends.append(float(epochs * samples + min(within * run.batch_size, samples)))
+                        ends.append(float(examples_done(epochs, within, run.batch_size, int(samples))))
         return max(ends) if ends else None
 
     def _time_end(self, source: str, run: RunData, planned: int | None) -> float | None:

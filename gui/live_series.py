@@ -74,5 +74,9 @@ def examples_seen(run: RunData, rows: np.ndarray) -> np.ndarray:
     if not samples or not per_epoch:
         return ((step + 1) * batch).astype(float)
     epoch = np.asarray(steps["epoch"][rows], dtype=np.int64)
-    within = np.minimum((step - epoch * per_epoch + 1) * batch, int(samples))
-    return (epoch * int(samples) + within).astype(float)
+    return np.asarray(examples_done(epoch, step - epoch * per_epoch + 1, batch, int(samples)), dtype=float)
+
+
+def examples_done(epochs: np.ndarray | int, steps_into_epoch: np.ndarray | int, batch: int, samples: int):
+    """Examples seen after whole epochs of `samples` and these steps of the next (its last batch may be short)."""
+    return epochs * samples + np.minimum(steps_into_epoch * batch, samples)
