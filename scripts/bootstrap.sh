@@ -10,5 +10,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 extras=""
 if [ $# -gt 0 ]; then extras="[$(IFS=,; echo "$*")]"; fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras}"
+# -qq: errors only. setuptools prints an informational notice on every editable install ("Editable
+# installation... folders with the same name as your package"), which a newcomer would read as a problem.
+.venv/bin/python -m pip install -qq --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -qq --disable-pip-version-check -e ".${extras}"

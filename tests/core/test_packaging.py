@@ -15,7 +15,7 @@ from batchlab.core.runfile.reader import read_run_file
 
 REPO = Path(__file__).resolve().parents[2]
 # What the wheel is built from (pyproject.toml's package-dir maps the root to `batchlab`).
-SOURCES = ("pyproject.toml", "README.md", "main.py", "core", "gui", "resources")
+SOURCES = ("pyproject.toml", "README.md", "main.py", "core", "gui", "resources", "docs")
 TOP_LEVEL_FOLDERS = ("core", "gui", "resources")
 
 
@@ -26,8 +26,9 @@ def _run(args, **kwargs) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """The wheel pip builds from a copy of the clone (so the build leaves nothing in the clone)."""
+def wheel_build(tmp_path_factory) -> tuple[Path, str]:
+    """The wheel pip builds from a copy of the clone (so the build leaves nothing in the clone), and what the build
+    printed."""
     root = tmp_path_factory.mktemp("build")
     src = root / "src"
     src.mkdir()
@@ -39,9 +40,24 @@ def wheel(tmp_path_factory) -> Path:
             shutil.copy2(path, src / name)
     dist = root / "dist"
     # The venv's setuptools builds it: no download, the same backend `pip install .` uses.
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src])
+    build = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src]
+    )
     (built,) = dist.glob("batchlab-*.whl")
-    return built
+    return built, build.stdout + build.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(wheel_build) -> Path:
+    return wheel_build[0]
+
+
+def test_building_the_wheel_prints_no_warning_about_our_packaging(wheel_build):
+    # The license as a TOML table and docs/ not listed as a package each printed a screen of setuptools warnings
+    # on a newcomer's first scripts/run.sh.
+    _, output = wheel_build
+    ours = [line for line in output.splitlines() if "Warning" in line and "Location 'file" not in line]
+    assert not ours, "\n".join(ours)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +85,7 @@ def test_wheel_installs_under_one_name_with_the_bundled_data(wheel):
     assert tops == {"batchlab", wheel.name.split("-py3")[0] + ".dist-info"}, tops
     assert "batchlab/resources/mnist_subset.npz" in names
     assert "batchlab/main.py" in names and "batchlab/core/spec.py" in names and "batchlab/gui/app.py" in names
+    assert "batchlab/docs/runfile-format.md" in names  # Help > The run file format
 
 
 def test_installed_wheel_runs_a_sweep_on_the_bundled_data_outside_the_clone(venv, tmp_path):
