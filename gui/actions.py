@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from batchlab.gui.analysis_view import PLOTS as ANALYSIS_PLOTS
 from batchlab.gui.live_series import PLOTS
 from batchlab.gui.summary_view import METRICS
+from batchlab.gui.toolbar_icons import media_icon
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QStyle
 
@@ -23,12 +24,21 @@ class WindowActions(dict):
         self.window = window
         self.recent_menu: QMenu | None = None
         self.theme_actions: dict[str, QAction] = {}  # View > Theme: "system", "light", "dark"
+        self.drawn_icons: dict[str, str] = {}  # action name -> shape drawn in the theme's text colour
+
+    def recolour_icons(self, colour: str) -> None:
+        """Draw the theme-coloured icons (Run, Stop) again in `colour`: the theme's text colour."""
+        for name, shape in self.drawn_icons.items():
+            self[name].setIcon(media_icon(shape, colour))
 
     def add(self, name: str, text: str, slot, shortcuts=(), icon=None, tip: str = "") -> QAction:
+        """`icon`: a QStyle standard pixmap, or "play" / "stop" for an icon drawn in the theme's text colour."""
         action = QAction(text, self.window)
         if shortcuts:
             action.setShortcuts([QKeySequence(s) for s in shortcuts])
-        if icon is not None:
+        if isinstance(icon, str):
+            self.drawn_icons[name] = icon  # drawn by recolour_icons, in the theme's text colour
+        elif icon is not None:
             action.setIcon(self.window.style().standardIcon(icon))
         shortcut_text = ", ".join(shortcuts)
         action.setToolTip(f"{tip or text} ({shortcut_text})" if shortcut_text else tip or text)
@@ -62,8 +72,8 @@ def build_actions(w: MainWindow) -> WindowActions:
     """Create every action, the File / Sweep / View / Help menus and the toolbar."""
     a = WindowActions(w)
     sp = QStyle.StandardPixmap
-    a.add("run", "&Run sweep", w.start_sweep, ("Ctrl+R",), sp.SP_MediaPlay, "Run the sweep")
-    a.add("stop", "&Stop", w.stop_sweep, ("Ctrl+.", "Esc"), sp.SP_MediaStop, "Stop after the current step")
+    a.add("run", "&Run sweep", w.start_sweep, ("Ctrl+R",), "play", "Run the sweep")
+    a.add("stop", "&Stop", w.stop_sweep, ("Ctrl+.", "Esc"), "stop", "Stop after the current step")
     a.add("open", "&Open run file…", w.open_file, ("Ctrl+O",), sp.SP_DialogOpenButton, "Open a run file")
     a.add("compare", "&Compare with…", w.open_compare, (), sp.SP_FileDialogContentsView, "Overlay a second sweep")
     a.add("close_compare", "Close comparison", w.close_compare)

@@ -467,6 +467,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.banner.setStyleSheet(sheet)
         self.oom_offer.setStyleSheet(sheet)
         self.table.set_status_colours(t.status_backgrounds)
+        self.actions.recolour_icons(t.text)
         for widget in (*self.live.plots.values(), *self.summary.plots.values(), *self.analysis.plots.values()):
             apply_plot_colours(widget)
         self.live.restyle()
