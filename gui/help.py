@@ -96,8 +96,27 @@ def device_lines(reported: list[dict]) -> list[str]:
     return [DEVICES_LATER]
 
 
-def about_html(reported_devices: list[dict]) -> str:
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in versions().items())
+TRAINING_VERSIONS = (("TensorFlow", "tensorflow_version"), ("Keras", "keras_version"), ("CUDA", "cuda_version"))
+TRAINING_LATER = "asked of a training process when the window opens (the window never imports TensorFlow)"
+
+
+def training_versions(environment: dict | None) -> dict[str, str]:
+    """TensorFlow, Keras and CUDA as the training process reported them (the probe, or a run's environment);
+    until one has, each says where it will come from. CUDA is left out when TensorFlow was built without it."""
+    environment = environment or {}
+    out = {}
+    for label, key in TRAINING_VERSIONS:
+        value = environment.get(key)
+        if value:
+            out[label] = str(value)
+        elif not environment:
+            out[label] = TRAINING_LATER
+    return out
+
+
+def about_html(reported_devices: list[dict], environment: dict | None = None) -> str:
+    table = {**versions(), **training_versions(environment)}
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in table.items())
     devices = "".join(f"<li>{html.escape(line)}</li>" for line in device_lines(reported_devices))
     return (
         "<h3>BatchLab</h3><p>Measures how the mini-batch size changes training time, memory and convergence.</p>"
@@ -113,11 +132,14 @@ def runfile_format_markdown() -> tuple[str, str]:
         return FORMAT_SUMMARY, "built-in summary"
 
 
-def shortcut_rows(actions: WindowActions) -> list[tuple[str, str]]:
-    """(what, keys) for every action with a keyboard shortcut, in menu order."""
+KEY_NAMES = {"Ctrl+.": "Ctrl+. (full stop)"}  # "Stop  Ctrl+., Esc" read as one puzzling key
+
+
+def shortcut_rows(actions: WindowActions) -> list[tuple[str, list[str]]]:
+    """(what, its keys) for every action with a keyboard shortcut, in menu order."""
     rows = []
     for action in actions.values():
-        keys = ", ".join(s.toString() for s in action.shortcuts())
+        keys = [KEY_NAMES.get(s.toString(), s.toString()) for s in action.shortcuts()]
         if keys:
             rows.append((action.text().replace("&", "").rstrip("…"), keys))
     return rows
@@ -149,8 +171,8 @@ def text_dialog(parent: QWidget, title: str, *, markdown: str = "", html_text: s
     return dialog
 
 
-def show_about(parent: QWidget, reported_devices: list[dict]) -> QDialog:
-    return text_dialog(parent, "About BatchLab", html_text=about_html(reported_devices))
+def show_about(parent: QWidget, reported_devices: list[dict], environment: dict | None = None) -> QDialog:
+    return text_dialog(parent, "About BatchLab", html_text=about_html(reported_devices, environment))
 
 
 def show_runfile_format(parent: QWidget) -> QDialog:
@@ -160,7 +182,7 @@ def show_runfile_format(parent: QWidget) -> QDialog:
 
 def show_shortcuts(parent: QWidget, actions: WindowActions) -> QDialog:
     rows = "".join(
-        f"<tr><td>{html.escape(what)}</td><td><b>{html.escape(keys)}</b></td></tr>"
+        f"<tr><td>{html.escape(what)}</td><td>{' or '.join(f'<b>{html.escape(k)}</b>' for k in keys)}</td></tr>"
         for what, keys in shortcut_rows(actions)
     )
     return text_dialog(parent, "Keyboard shortcuts", html_text=f"<table cellspacing='6'>{rows}</table>")

@@ -94,6 +94,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._problems = 0  # warnings and errors in the log panel
         self._worker_done = True
         self.devices: list[dict] = []  # as the training process reported them (About, device list)
+        self.environment: dict = {}  # versions and devices as the training process reported them (About)
         self.dialog = None  # the Help dialog last opened
         self.max_batch_dialog: MaxBatchDialog | None = None  # Tools > Find largest batch
         self._event_handlers = {  # events the window reacts to beyond the model, by type
@@ -479,7 +480,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.table.viewport().update()
 
     def show_about(self) -> None:
-        self.dialog = help_dialogs.show_about(self, self.devices)
+        self.dialog = help_dialogs.show_about(self, self.devices, self.environment)
 
     def show_runfile_format(self) -> None:
         self.dialog = help_dialogs.show_runfile_format(self)
@@ -503,6 +504,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     def _on_environment(self, environment: dict) -> None:
         devices = environment.get("devices") or []
+        if environment.get("tensorflow_version"):
+            self.environment = dict(environment)
         if devices:
             self.devices = list(devices)
         if devices and not self.running:

@@ -202,10 +202,17 @@ def test_help_menu_about_format_and_shortcuts(main_window, monkeypatch, tmp_path
     assert w.dialog.isVisible()
     for name, version in help_dialogs.versions().items():
         assert f"{name}\n{version}" in about or f"{name}\t{version}" in about, (name, about)
-    w._on_environment({"devices": [{"name": "gpu:0", "description": "NVIDIA H200", "memory_bytes": 141 << 30}]})
+    assert (
+        f"TensorFlow\t{help_dialogs.TRAINING_LATER}" in about or f"TensorFlow\n{help_dialogs.TRAINING_LATER}" in about
+    )
+    devices = [{"name": "gpu:0", "description": "NVIDIA H200", "memory_bytes": 141 << 30}]
+    w._on_environment({"devices": devices, "tensorflow_version": "2.99.1", "keras_version": "3.77.0"})
     w.dialog.close()
     w.show_about()
-    assert "gpu:0: NVIDIA H200, 141 GiB" in w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
+    about = w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
+    assert "gpu:0: NVIDIA H200, 141 GiB" in about
+    for name, version in (("TensorFlow", "2.99.1"), ("Keras", "3.77.0")):  # as `batchlab report` prints them
+        assert f"{name}\n{version}" in about or f"{name}\t{version}" in about, (name, about)
     w.dialog.close()
     w.actions["runfile_format"].trigger()
     text = w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
@@ -217,8 +224,8 @@ def test_help_menu_about_format_and_shortcuts(main_window, monkeypatch, tmp_path
     w.dialog.close()
     w.actions["shortcuts"].trigger()
     shortcuts = w.dialog.findChild(help_dialogs.QTextBrowser).toPlainText()
-    for what, keys in (("Run sweep", "Ctrl+R"), ("Stop", "Ctrl+., Esc"), ("Open run file", "Ctrl+O")):
-        assert what in shortcuts and keys in shortcuts
+    for what, keys in (("Run sweep", "Ctrl+R"), ("Stop", "Ctrl+. (full stop) or Esc"), ("Open run file", "Ctrl+O")):
+        assert what in shortcuts and keys in shortcuts, shortcuts
     w.dialog.close()
 
 
