@@ -19,23 +19,51 @@ PUMP_WAIT_SECONDS = 0.5
 STOP_GRACE_SECONDS = 20.0  # a run asked to stop gets this long to finish its step
 
 
-def _log_tail(path: Path, lines: int = 1) -> str:
-    """The last non-empty line(s) of a child's log, for crash messages."""
+# TensorFlow's start-up lines: every child prints them, whatever later killed it, so quoted as a crash's
+# "last output" they mislead (a "failed call to cuInit" on a host that has no GPU and needs none).
+STARTUP_CHATTER = (
+    "failed call to cuInit",
+    "Could not find cuda drivers",
+    "absl::InitializeLog()",
+    "oneDNN custom operations",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "This TensorFlow binary is optimized",
+    "rebuild TensorFlow with the appropriate compiler flags",
+    "Unable to register cu",
+    "computation placer already registered",
+    "TF-TRT Warning",
+)
+
+
+def _log_tail(path: Path, lines: int = 1, since: int = 0) -> str:
+    """The last non-empty line(s) of a child's log written from byte `since` on (what this run's process
+    wrote: a log may already hold a let-go standby's output), TensorFlow's start-up lines left out."""
     try:
-        text = path.read_text(errors="replace").strip().splitlines()
+        with open(path, "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return " | ".join(line.strip() for line in text[-lines:] if line.strip())[:300]
+    text = [line.strip() for line in text if line.strip() and not any(c in line for c in STARTUP_CHATTER)]
+    return " | ".join(text[-lines:])[:300]
 
 
-def _death_message(exitcode: int | None, log_path: Path) -> str:
+def log_size(path: Path) -> int:
+    """Bytes in a log now (0 if it does not exist yet): where the next run's output will start."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _death_message(exitcode: int | None, log_path: Path, since: int = 0) -> str:
     if exitcode is not None and exitcode < 0:
         sig = signal.Signals(-exitcode).name
         cause = "often the host ran out of memory" if sig == "SIGKILL" else "a native crash"
         text = f"the training process died from {sig} ({cause})"
     else:
         text = f"the training process exited unexpectedly with code {exitcode}"
-    tail = _log_tail(log_path)
+    tail = _log_tail(log_path, since=since)
     return f"{text}; last output: {tail}" if tail else text
 
 

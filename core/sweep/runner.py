@@ -48,6 +48,7 @@ from batchlab.core.sweep.processes import (
     _end_process,
     _log_tail,
     _reap,
+    log_size,
     start_child,
 )
 from batchlab.core.training.ahead import PREPARED
@@ -85,6 +86,7 @@ class _RunChild:
     stop: Any  # multiprocessing Event: stop between steps
     log_path: Path
     ahead: str = STANDBY  # what it is when started ahead of its run: a standby, or the probe child
+    log_offset: int = 0  # where this run's output starts in log_path (a reused child appends to a used log)
 
     def request(self, kind: str, reuse: bool = False) -> None:
         """Ask the child for its run now; `kind` (fresh or standby) is recorded with the run. With `reuse` the
@@ -104,11 +106,12 @@ class _RunChild:
         if self.go is None or not self.process.is_alive():
             return False
         try:
+            offset = log_size(log_path)
             request = {"requested_at": time.time(), "child": REUSED, "run": run.to_dict(), "log_path": str(log_path)}
             self.go.send(request)
         except OSError:
             return False
-        self.run, self.log_path = run, log_path
+        self.run, self.log_path, self.log_offset = run, log_path, offset
         return True
 
     def release(self) -> None:
@@ -653,7 +656,7 @@ class SweepRunner:
         if self._stop.is_set():
             status, message = "interrupted", "stopped by the user; the training process was ended"
         else:
-            status, message = "crashed", _death_message(child.process.exitcode, log_path)
+            status, message = "crashed", _death_message(child.process.exitcode, log_path, child.log_offset)
         sink(log_event("error" if status == "crashed" else "warning", message, run=run.index))
         sink(make_event(RUN_ENDED, run=run.index, status=status, message=message, ended=now_iso()))
         return status
