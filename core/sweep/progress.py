@@ -25,6 +25,10 @@ from rich.table import Table
 from rich.text import Text
 
 BAR_WIDTH = 24  # characters
+NARROW_BAR_WIDTH = 10  # characters, on a terminal narrower than the full line needs (80 columns)
+GAP = 2  # spaces between the bar and the line's parts
+# What the line drops first when the terminal is too narrow: the ETA and the run stay to the last.
+DROP_ORDER = ("elapsed", "epoch", "batch", "loss")
 REFRESH_PER_SECOND = 4  # redraws; keeps elapsed time moving while a child starts TensorFlow
 NOTED_LOG_LEVELS = ("warning", "error")
 
@@ -209,18 +213,25 @@ class SweepProgress:
                 remaining += max(0, self.run_samples[index] - run.samples) * per_sample(batch)
         return remaining
 
-    def line(self) -> str:
-        """Percent done, the current run, batch, epoch and loss, elapsed time and ETA (the text beside the bar)."""
+    def line(self, width: int | None = None) -> str:
+        """Percent done, the current run, batch, epoch and loss, elapsed time and ETA (the text beside the bar).
+        Within `width` characters if given: the least needed parts go first (DROP_ORDER), never the ETA."""
         run_no = min(self.done_runs + 1, self.total_runs)
-        parts = [f"{self.fraction * 100:3.0f}%", f"run {run_no}/{self.total_runs}"]
+        parts = {"percent": f"{self.fraction * 100:3.0f}%", "run": f"run {run_no}/{self.total_runs}"}
         if self.current:
-            parts.append(f"batch {self.current['batch']}")
-            parts.append(f"epoch {self.current['epoch'] + 1}/{self.current['epochs']}")
+            parts["batch"] = f"batch {self.current['batch']}"
+            parts["epoch"] = f"epoch {self.current['epoch'] + 1}/{self.current['epochs']}"
             if "loss" in self.current:
-                parts.append(f"loss {self.current['loss']:.4g}")
-        parts.append(f"elapsed {format_duration(self.clock() - self.t0)}")
-        parts.append(f"ETA {format_duration(self.eta_seconds())}")
-        return "  ".join(parts)
+                parts["loss"] = f"loss {self.current['loss']:.4g}"
+        parts["elapsed"] = f"elapsed {format_duration(self.clock() - self.t0)}"
+        parts["eta"] = f"ETA {format_duration(self.eta_seconds())}"
+        text = "  ".join(parts.values())
+        for name in DROP_ORDER:
+            if width is None or len(text) <= width:
+                break
+            parts.pop(name, None)
+            text = "  ".join(parts.values())
+        return text
 
 
 def _target_note(run) -> str:
@@ -262,10 +273,13 @@ class ProgressPrinter:
             self._live.start(refresh=True)
 
     def _renderable(self) -> Table:
+        columns = self._live.console.width if self._live is not None else 10_000
         with self._lock:
-            fraction, text = self.progress.fraction, self.progress.line()
-        row = Table.grid(padding=(0, 2))
-        row.add_row(ProgressBar(total=1.0, completed=fraction, width=BAR_WIDTH), Text(text, no_wrap=True))
+            fraction, full = self.progress.fraction, self.progress.line()
+            bar = BAR_WIDTH if BAR_WIDTH + GAP + len(full) <= columns else NARROW_BAR_WIDTH
+            text = self.progress.line(width=columns - bar - GAP - 1)  # the last column: no wrap on any terminal
+        row = Table.grid(padding=(0, GAP))
+        row.add_row(ProgressBar(total=1.0, completed=fraction, width=bar), Text(text, no_wrap=True))
         return row
 
     def note(self, text: str) -> None:

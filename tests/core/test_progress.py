@@ -177,3 +177,30 @@ def test_eta_is_unknown_until_a_run_has_trained_and_counts_the_run_being_started
     startup = PREFLIGHT + STARTUP + TRACING + ALPHA + BETA * 8  # measured on run 0, to its first step's end
     per_sample = (ALPHA + BETA * 8) / 8  # one batch size measured: the same samples/s at B=16
     assert p.eta_seconds() == pytest.approx(startup - 1.0 + (4096 * 2 - 16) * per_sample)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", [80, 100, 160])
+def test_the_bar_and_its_line_fit_the_terminal_with_the_eta_while_runs_train(monkeypatch, columns):
+    # On 80 columns the line was cut before the ETA whenever it showed a loss ("...loss 134.3  elap…")
+    monkeypatch.setenv("COLUMNS", str(columns))
+    spec = build_spec({"preset": "mnist-autoencoder", "samples": 1000, "epochs": 10, "batch_sizes": "8,16,32,64"})
+    printer = ProgressPrinter(spec, _Terminal())
+    try:
+        printer.handle(make_event("run_started", run=0, batch_size=8, seed=0, epochs=10))
+        printer.handle(make_event("steps", run=0, batch_size=[8] * 3, loss=[534.3, 234.3, 134.3], epoch=[0] * 3))
+        drawn = io.StringIO()
+        from rich.console import Console
+
+        Console(file=drawn, width=columns, force_terminal=False).print(printer._renderable())
+    finally:
+        printer.close()
+    lines = drawn.getvalue().rstrip("\n").splitlines()
+    assert len(lines) == 1 and len(lines[0].rstrip()) < columns, lines
+    assert "ETA " in lines[0] and "run 1/4" in lines[0] and "…" not in lines[0], lines
+    if columns >= 100:
+        assert "loss 134.3" in lines[0] and "elapsed" in lines[0]
