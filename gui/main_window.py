@@ -21,6 +21,7 @@ from batchlab.core.spec_diff import differences_text, spec_differences
 from batchlab.core.sweep.progress import SweepProgress, format_duration
 from batchlab.gui import help as help_dialogs
 from batchlab.gui import refresh as refresh_policy
+from batchlab.gui import run_folder
 from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
 from batchlab.gui.analysis_view import AnalysisView
@@ -132,7 +133,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
     # ------------------------------------------------------------ layout
 
     def _build_widgets(self) -> None:
-        output_dir = str(self.settings.value("files/output_dir", str(Path.cwd() / "runs")))
+        output_dir = str(self.settings.value("files/output_dir", run_folder.default_output_dir()))
         self.setup = SetupPanel(output_dir)
         self.live = LivePlots(self.colours, pacer=self.refresher.pacer, live=lambda: self.refresher.live)
         self.summary = SummaryView(self.colours)

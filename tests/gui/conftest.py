@@ -35,6 +35,14 @@ def _private_settings(tmp_path_factory):
     yield folder
 
 
+@pytest.fixture(autouse=True)
+def _private_run_folder(tmp_path, monkeypatch):
+    """The window's default run folder is the user's documents: a test's sweeps go to its own folder."""
+    from batchlab.gui import run_folder
+
+    monkeypatch.setattr(run_folder, "default_output_dir", lambda: str(tmp_path / "runs"))
+
+
 @pytest.fixture
 def settings(tmp_path):
     return QSettings(str(tmp_path / "batchlab-test.ini"), QSettings.Format.IniFormat)

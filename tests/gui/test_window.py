@@ -173,3 +173,31 @@ def test_device_probe_fills_the_device_list_from_a_child_process(main_window):
     wait_until(lambda: w.setup.device.findData("cpu") >= 0 and "—" in w.setup.device.itemText(1), timeout_s=120)
     assert w.setup.device.itemData(0) == "auto"
     assert "logical cores" in w.setup.device.itemText(w.setup.device.findData("cpu"))
+
+
+def test_run_files_default_to_the_users_documents_not_the_start_folder(monkeypatch, tmp_path):
+    # From a clone, `./runs` put the user's run files inside the repository
+    from batchlab.gui import run_folder
+    from PySide6.QtCore import QStandardPaths
+
+    monkeypatch.undo()  # the real default, not the tests' private folder
+    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    assert documents and run_folder.default_output_dir() == str(Path(documents) / "BatchLab runs")
+    assert not run_folder.default_output_dir().startswith(str(Path.cwd()))
+
+
+def test_the_window_shows_the_default_run_folder_and_remembers_the_last_one(qtbot, tmp_path):
+    from batchlab.gui import run_folder
+    from batchlab.gui.main_window import MainWindow
+
+    path = str(tmp_path / "w.ini")
+    first = MainWindow(QSettings(path, QSettings.Format.IniFormat))
+    qtbot.addWidget(first)
+    assert Path(first.setup.output_path()).parent == Path(run_folder.default_output_dir())
+    chosen = tmp_path / "elsewhere" / "mine.h5"
+    first.setup.out.setText(str(chosen))
+    first.close()
+    second = MainWindow(QSettings(path, QSettings.Format.IniFormat))
+    qtbot.addWidget(second)
+    assert Path(second.setup.output_dir) == chosen.parent
+    second.close()
