@@ -89,6 +89,13 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self._build_convergence(layout)
         self._build_execution(layout)
         self._build_output(layout)
+        # What the fields change from the preset, under the last field: lines that come and go while typing
+        # pushed every field below the description (and the pointer's target) up and down when shown at the top.
+        self.preset_changes = QLabel()
+        self.preset_changes.setObjectName("preset_changes")
+        self.preset_changes.setWordWrap(True)
+        self.preset_changes.setProperty("role", "muted")
+        layout.addWidget(self.preset_changes)
         layout.addStretch(1)
         self.setWidget(body)
         self.setWidgetResizable(True)
@@ -472,14 +479,14 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self.new_output_name()
 
     def _show_description(self, *_args) -> None:
-        """The preset's description, then what the fields now change from it (so it never says 10 epochs for 3)."""
+        """The preset's description, and under the last field what the fields now change from it (so the
+        panel never says 10 epochs for 3 without saying it changed)."""
         name = self.preset.currentData()
         preset = PRESETS.get(name)
-        text = preset.description if preset else ""
+        self.preset_description.setText(preset.description if preset else "")
         changes = self.changes_from_preset()
-        if changes:
-            text += "\nChanged from the preset: " + "; ".join(changes) + "."
-        self.preset_description.setText(text)
+        self.preset_changes.setText("Changed from the preset: " + "; ".join(changes) + "." if changes else "")
+        self.preset_changes.setVisible(bool(changes))
 
     def changes_from_preset(self) -> list[str]:
         """ "epochs 3 (preset: 10)" for every setting typed differently from the chosen preset's.

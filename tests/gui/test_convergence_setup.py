@@ -154,7 +154,7 @@ def test_a_run_files_budget_loads_into_its_own_kind(panel, tmp_path, unit, amoun
     assert panel.field_label("epochs") == unit.capitalize()
     assert panel.spec().budget == spec.budget
     if unit != "epochs":
-        assert f"budget {amount} {unit} (preset: 5 epochs)" in panel.preset_description.text()
+        assert f"budget {amount} {unit} (preset: 5 epochs)" in panel.preset_changes.text()
 
 
 def test_the_section_summarises_itself_while_collapsed(panel):
@@ -165,8 +165,8 @@ def test_the_section_summarises_itself_while_collapsed(panel):
     assert text.startswith("to train_loss < 0.1 · evaluated every 10 steps · linear (LSR), B0 16 · warmup 2 epochs")
     assert p.field_label("epochs") == "Max epochs"  # with a target the budget is the most a run trains
     p.set_values({"preset": "golmant-lsr", "lr_rule": "constant"})
-    assert "warmup 0 (preset: 2)" in p.preset_description.text()
-    assert "lr rule constant (preset: linear)" in p.preset_description.text()
+    assert "warmup 0 (preset: 2)" in p.preset_changes.text()
+    assert "lr rule constant (preset: linear)" in p.preset_changes.text()
 
 
 def test_your_models_compiled_metrics_are_target_choices(panel, tmp_path, monkeypatch):

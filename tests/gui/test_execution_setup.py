@@ -113,7 +113,7 @@ def test_the_section_summarises_itself_and_the_preset_description_lists_changes(
     assert p.execution.summary.text() == "8 steps per call · XLA · float32 · noise scale off"
     p.accumulate.setText("4")
     assert p.execution.summary.text().startswith("4 micro-batches per update · 8 steps per call")
-    assert "fused 8 (preset: 1); xla yes (preset: no)" in p.preset_description.text()
+    assert "fused 8 (preset: 1); xla yes (preset: no)" in p.preset_changes.text()
     p.xla.click()  # checked -> unchecked -> partly checked (auto), as a user clicks through them
     assert p.values()["xla"] is False
     p.xla.click()
@@ -121,7 +121,7 @@ def test_the_section_summarises_itself_and_the_preset_description_lists_changes(
     assert "8 steps per call · XLA where it pays" in p.execution.summary.text()
     p.set_values({**MLP, "noise_scale_every": "20", "noise_scale_parts": "8"})
     assert p.execution.summary.text().endswith("noise scale every 20 steps in 8 parts")
-    assert "noise scale every 20 (preset: none)" in p.preset_description.text()
+    assert "noise scale every 20 (preset: none)" in p.preset_changes.text()
 
 
 def test_the_last_setup_keeps_them_and_ctrl_r_finds_a_bad_one(main_window, qtbot):

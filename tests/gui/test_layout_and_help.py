@@ -271,13 +271,21 @@ def test_preset_text_describes_the_current_fields(main_window):
     preset = PRESETS["mnist-autoencoder"]
     assert s.preset_description.text() == preset.description
     epochs = preset.defaults["epochs"]
+    assert not s.preset_changes.isVisible()
+    tops = {name: editor.mapTo(s.widget(), editor.rect().topLeft()).y() for name, editor in s._editors.items()}
     s.epochs.setText("3")
-    text = s.preset_description.text()
-    assert text.startswith(preset.description)
-    assert f"Changed from the preset: epochs 3 (preset: {epochs})." in text
-    s.momentum.setText("x")  # an error in another field (momentum is not even used by adam)
+    assert s.preset_description.text() == preset.description
+    assert s.preset_changes.text() == f"Changed from the preset: epochs 3 (preset: {epochs})."
+    s.momentum.setText("0.5")
     s.optimizer.setCurrentText("sgd")
-    assert f"epochs 3 (preset: {epochs}); optimizer sgd (preset: adam)." in s.preset_description.text()
+    assert f"epochs 3 (preset: {epochs}); optimizer sgd (preset: adam)" in s.preset_changes.text()
+    # Typing valid values moves no field: the changes line sits under the last field, not above the first
+    QApplication.processEvents()
+    moved = {n: e.mapTo(s.widget(), e.rect().topLeft()).y() for n, e in s._editors.items()}
+    assert {n: y for n, y in moved.items() if tops[n] != y and s._editors[n].isVisible()} == {}
+    assert s.preset_changes.isVisible() and s.preset_changes.y() > max(moved.values())
+    s.momentum.setText("x")  # an error in another field (momentum is not even used by adam)
+    assert f"epochs 3 (preset: {epochs}); optimizer sgd (preset: adam)." in s.preset_changes.text()
     s.optimizer.setCurrentText("adam")
     s.epochs.setText(str(epochs))
     assert s.preset_description.text() == preset.description
