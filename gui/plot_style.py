@@ -222,14 +222,17 @@ class Axis(pg.AxisItem):
 class Log2Axis(Axis):
     """An x axis whose values are log2(batch size), labelled with the batch sizes themselves.
 
-    Every power of two gets a tick; where the labels would touch ("64128256512" on a narrow plot),
-    only every second (fourth, ...) one is labelled, the others are unlabelled minor ticks.
+    Every power of two in the range gets a tick; where the labels would touch ("64128256512" on a narrow
+    plot), only every second (fourth, ...) one is labelled, counted from the smallest, the others are
+    unlabelled minor ticks.
     """
 
     _thinned = False  # the last tickValues labelled only every n-th power of two
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
-        lo, hi = math.floor(minVal), math.ceil(maxVal)
+        # Only powers of two inside the range: a tick outside it drew its grid line outside the plot in an
+        # SVG export (Qt's SVG generator drops the view's clipping), a stray line left of the y axis.
+        lo, hi = math.ceil(minVal - 1e-9), math.floor(maxVal + 1e-9)
         if hi - lo > 40 or hi < lo:
             return super().tickValues(minVal, maxVal, size)
         values = [float(v) for v in range(lo, hi + 1)]
@@ -245,7 +248,9 @@ class Log2Axis(Axis):
             step *= 2
         if step == 1:
             return [(1.0, values)]
-        labelled = [v for v in values if int(v) % step == 0]
+        # Labelled from the smallest power in range on (8, 32, 128, 512 rather than 16, 64, 256): a sweep's
+        # batch sizes usually start there, so the labels fall on its points and bars, not between them.
+        labelled = values[::step]
         self._thinned = True
         return [(float(step), labelled), (1.0, [v for v in values if v not in labelled])]
 

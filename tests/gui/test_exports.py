@@ -117,6 +117,18 @@ def test_svg_tick_labels_sit_at_their_values(known_plot, tmp_path):
     assert _on_screen(known_plot, 3, 76)[1] < labels["70"] < labels["50"]
 
 
+def test_svg_draws_no_grid_line_outside_the_plot(known_plot, tmp_path):
+    # The batch-size axis ticked the powers of two just outside its range; the window clips their grid lines,
+    # an SVG does not: a vertical line stood left of the y axis in "Total training time" (two renderers)
+    known_plot.setXRange(2.6, 9.4, padding=0)
+    path = export_plot(known_plot, str(tmp_path / "grid.svg"))
+    view = known_plot.mapFromScene(known_plot.getPlotItem().vb.sceneBoundingRect()).boundingRect()
+    vertical = [pts for _g, pts in _svg_shapes(path) if len(pts) == 2 and abs(pts[0][0] - pts[1][0]) < 0.5]
+    assert vertical, "the grid's vertical lines"
+    outside = [pts for pts in vertical if not view.left() - 1 <= pts[0][0] <= view.right() + 1]
+    assert outside == []
+
+
 @pytest.mark.skipif(shutil.which("rsvg-convert") is None, reason="needs rsvg-convert (librsvg2-bin)")
 def test_svg_renders_like_the_window_in_librsvg(known_plot, tmp_path):
     """librsvg (GNOME, ImageMagick's delegate) ignores vector-effect: the renderer the issue saw go wrong."""

@@ -105,6 +105,11 @@ def test_batch_size_ticks_are_thinned_where_labels_would_touch(qapp):
     widest = max(QFontMetrics(axis.font()).horizontalAdvance(s) for s in axis.tickStrings(labelled, 1, spacing))
     assert spacing * 120 / (9.0 - 3.0) > widest  # labels at least their width apart
     assert set(axis.tickStrings(narrow[1][1], 1, narrow[1][0])) == {""}  # the others: unlabelled ticks
+    # labelled from the smallest batch on: the time split's bars at 32, 128 and 512 had no label, 64 and 256 did
+    assert axis.tickValues(4.6, 9.4, 120)[0][1] == [5.0, 7.0, 9.0]
+    # nothing outside the range: its grid line was a stray line left of the y axis in an SVG export
+    levels = axis.tickValues(2.6, 9.4, 1000)
+    assert [v for _, values in levels for v in values] == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
 
 
 @pytest.mark.parametrize("name", ["light", "dark"])
