@@ -331,9 +331,13 @@ class Refresher(QObject):
         now = self._clock()
         if now - self._frame_at >= self.policy.frame_s - FRAME_SLACK_S:  # the tick next_tick_in set for it
             self._frame_at = now
+            if self._status_due:  # the last frame's plots did not all draw before this one (a loaded machine):
+                self._show_status()  # the status bar still moves once a frame, as far as the plots got
             self._take_events()
             self._plots.take_snapshot()
-            self._due = list(self._plots.plot_ids)
+            # plots the last frame did not reach go first, so that on a loaded machine none waits forever
+            left = [p for p in self._due if p in self._plots.plot_ids]
+            self._due = left + [p for p in self._plots.plot_ids if p not in left]
             self._status_due = True
             self._summary.refresh(force=False)
             if self._table.refresh(values_due=now - self._table_shown >= self.policy.table_interval_s):
