@@ -55,6 +55,7 @@ from PySide6.QtWidgets import (
 
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
 LOG_LIMIT = 5000  # lines kept in the log panel
+STOPPING_TEXT = "Stopping: the current run ends at its next step, the runs after it are skipped…"
 CANNOT_RUN = "Cannot run yet:"  # the status bar's start when Ctrl+R explains invalid fields
 SETUP_MAX_PX = 440  # the setup panel's first width at most (it scrolls when the splitter makes it narrower)
 BOOL_SETTINGS = (
@@ -293,9 +294,12 @@ class MainWindow(FileActionsMixin, QMainWindow):
         """End the current run cleanly (it is kept, marked interrupted) and skip the rest."""
         if self.running:
             self.worker.stop()
-            self.status_label.setText("Stopping after the current step…")
+            # The child stops at its next step; the plots lag it by up to a frame (0.8 s), so steps it trained
+            # before the request may still appear: the status says so, and the plots catch up at once.
+            self.status_label.setText(STOPPING_TEXT)
             self.log("info", "stop requested")
             self._update_actions()
+            self.refresh(full=True)
 
     def _take_events(self) -> None:
         """The refresher's frame starts: the sweep worker's waiting events are handled now (in order)."""
@@ -387,7 +391,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
             text = self.live.status_text()  # what the plots show now, or "starting TensorFlow… 3 s"
             if text:
                 if self.worker.stop_requested:
-                    text = "Stopping after the current step…"
+                    text = STOPPING_TEXT
                 self.status_label.setText(text)
         elif self.follower.following and self.data is not None:
             self.progress_bar.setVisible(True)

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 from batchlab.core.runfile.reader import read_run_file
+from batchlab.gui.main_window import STOPPING_TEXT
 from batchlab.gui.worker import TRAINING_NICENESS
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
@@ -68,6 +69,9 @@ def test_stop_mid_run_marks_the_run_interrupted_and_keeps_the_file(main_window, 
     assert w.actions["stop"].isEnabled()
     w.actions["stop"].trigger()
     assert not w.actions["stop"].isEnabled()  # asked once
+    # the plots lag the child by up to a frame, so steps trained before the request appear after it: the
+    # status no longer says "Stopping after the current step" while 100-230 more steps appear
+    assert w.status_label.text() == STOPPING_TEXT
     wait_until(lambda: not w.running, timeout_s=120)
     record = read_run_file(out)
     assert record.status == "interrupted"
