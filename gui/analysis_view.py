@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.analysis.analyse import Analysis, analyse
+from batchlab.core.analysis.loss_level import LossLevel, describe_level, loss_level_rows
 from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
 from batchlab.gui.plot_style import (
@@ -79,6 +80,23 @@ def _log10(values) -> np.ndarray:
         return np.where(v > 0, np.log10(v), np.nan)
 
 
+def _level_table(level: LossLevel | None) -> str:
+    """The loss-and-time table as HTML (the rows `batchlab report` prints), with the line saying how the level and
+    the smoothing were chosen; "" without a level."""
+    if level is None or not math.isfinite(level.level):
+        return ""
+    rows = loss_level_rows(level)
+    head = "".join(f"<th align='right'>&nbsp;{html.escape(c)}&nbsp;</th>" for c in rows[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td align='right'>&nbsp;{html.escape(c)}&nbsp;</td>" for c in row) + "</tr>"
+        for row in rows[1:]
+    )
+    return (
+        f"<p style='margin-bottom:2px'>{html.escape(describe_level(level))}</p>"
+        f"<table cellspacing='0' cellpadding='1' border='0'><tr>{head}</tr>{body}</table>"
+    )
+
+
 class AnalysisView(MainSweepView):
     """Three plots against batch size (log2 x axis, log10 y axis) over the noise-scale plot (shown when a run
     measured it) and the recommendation text."""
@@ -136,7 +154,7 @@ class AnalysisView(MainSweepView):
 
     def redraw(self) -> None:
         """Re-analyse and redraw (MainSweepView calls it when a run started or ended, while the tab is shown)."""
-        self.analysis = analyse(self.data) if self.data is not None else None
+        self.analysis = analyse(self.data, surface="window") if self.data is not None else None
         self._draw()
 
     # ------------------------------------------------------------ drawing
@@ -157,7 +175,7 @@ class AnalysisView(MainSweepView):
     def _draw(self) -> None:
         self._clear()
         a = self.analysis
-        self.show_text(a.recommendation if a is not None else [])
+        self.show_text(a.recommendation if a is not None else [], a.loss_level if a is not None else None)
         if a is None or self.data is None:
             self.plots["noise"].setVisible(False)
             return
@@ -305,16 +323,17 @@ class AnalysisView(MainSweepView):
         self.grid.removeWidget(self.text)
         self.grid.addWidget(self.text, 1, 1 if measured else 0, 1, 2 if measured else 3)
 
-    def show_text(self, paragraphs: list[str]) -> None:
-        """The recommendation as a list, or what the tab needs when there is no sweep."""
+    def show_text(self, paragraphs: list[str], level: LossLevel | None = None) -> None:
+        """The recommendation as a list under the loss-and-time table (the report's, loss_level_rows), or what the
+        tab needs when there is no sweep."""
         if not paragraphs:
             self.text.setHtml(
-                "<p>Open or run a sweep; with a target (--target) this tab shows which batch size "
-                "reaches it soonest and why.</p>"
+                "<p>Open or run a sweep; this tab shows which batch size reaches a loss soonest and why "
+                "(with a target, the target).</p>"
             )
             return
         items = "".join(f"<li style='margin-bottom:4px'>{html.escape(p)}</li>" for p in paragraphs)
-        self.text.setHtml(f"<ul style='margin-left:-20px'>{items}</ul>")
+        self.text.setHtml(f"<ul style='margin-left:-20px'>{items}</ul>{_level_table(level)}")
 
     def items(self, plot_id: str, kind: type) -> list:
         """The items of a kind drawn in a plot (for tests)."""

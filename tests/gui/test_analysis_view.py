@@ -6,6 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 from batchlab.core.analysis.analyse import analyse
+from batchlab.core.analysis.loss_level import loss_level_rows
 from batchlab.core.analysis.regimes import PLATEAU
 from batchlab.gui.analysis_view import PLOTS
 
@@ -71,6 +72,10 @@ def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_wit
     # a sweep without a target (one window for both: a window costs seconds): what is needed, empty plots
     main_window._show_sweep(synthetic_sweep(), "main")
     qtbot.waitUntil(lambda: view.analysis is not None and view.analysis.target is None)
-    assert "run the sweep with --target" in view.text.toPlainText()
+    shown = " ".join(view.text.toPlainText().split())
+    assert "Convergence section set Target to train_loss" in shown and "--target" not in shown
+    level = view.analysis.loss_level  # the report's loss-and-time table, the same rows
+    assert f"level {level.level:.3g}, the highest final smoothed training loss" in shown
+    assert all(" ".join(row) in shown for row in loss_level_rows(level)[1:])
     assert not view.plots["noise"].isVisibleTo(view)  # no run measured the noise scale
     assert not view.items("steps", pg.PlotDataItem) and not view.items("time", pg.ScatterPlotItem)
