@@ -466,12 +466,16 @@ def _print_analysis(sweep, profile=None) -> None:
 
     from batchlab.core.analysis.advice import analysis_table
     from batchlab.core.analysis.analyse import analyse
+    from batchlab.core.analysis.loss_level import format_loss_level
 
     analysis = analyse(sweep, profile)
     print()
     print("Which batch size, and why (docs/analysis.md):")
     if analysis.target and analysis.batches:
         print(analysis_table(analysis))
+    level = format_loss_level(analysis.loss_level)
+    if level:
+        print(level)
     for paragraph in analysis.recommendation:
         print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
 

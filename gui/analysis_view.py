@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.analysis.analyse import Analysis, analyse
+from batchlab.core.analysis.loss_level import LossLevel, describe_level, loss_level_rows
 from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
 from batchlab.gui.plot_style import (
@@ -70,13 +71,31 @@ class Log10Axis(Axis):
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph override)
         if spacing != 1.0:
             return ["" for _ in values]
-        return [f"{10.0**v:,.{max(0, -math.floor(v + 1e-9))}f}" if v >= 0 else f"{10.0**v:.2g}" for v in values]
+        # three significant figures: the narrow-range steps (2, 2.5, 3) keep their half; thousands get commas
+        return [f"{10.0**v:,.0f}" if v >= 3 else f"{10.0**v:.3g}" for v in values]
 
 
 def _log10(values) -> np.ndarray:
     v = np.asarray(values, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(v > 0, np.log10(v), np.nan)
+
+
+def _level_table(level: LossLevel | None) -> str:
+    """The loss-and-time table as HTML (the rows `batchlab report` prints), with the line saying how the level and
+    the smoothing were chosen; "" without a level."""
+    if level is None or not math.isfinite(level.level):
+        return ""
+    rows = loss_level_rows(level)
+    head = "".join(f"<th align='right'>&nbsp;{html.escape(c)}&nbsp;</th>" for c in rows[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td align='right'>&nbsp;{html.escape(c)}&nbsp;</td>" for c in row) + "</tr>"
+        for row in rows[1:]
+    )
+    return (
+        f"<p style='margin-bottom:2px'>{html.escape(describe_level(level))}</p>"
+        f"<table cellspacing='0' cellpadding='1' border='0'><tr>{head}</tr>{body}</table>"
+    )
 
 
 class AnalysisView(MainSweepView):
@@ -96,6 +115,7 @@ class AnalysisView(MainSweepView):
             # in the label's text, since an SI prefix would scale the log10 values, not the amounts
             widget.getPlotItem().setLabel("left", y_label, units=y_units)
             axis.setWidth(LEFT_AXIS_PX)
+            axis.enableAutoSIPrefix(False)  # the values are log10 amounts: a "(x0.001)" would scale the logs
             axis.setStyle(maxTickLevel=1)
             widget.getPlotItem().getViewBox().setDefaultPadding(0.06)
             self.plots[plot_id] = widget
@@ -136,7 +156,7 @@ class AnalysisView(MainSweepView):
 
     def redraw(self) -> None:
         """Re-analyse and redraw (MainSweepView calls it when a run started or ended, while the tab is shown)."""
-        self.analysis = analyse(self.data) if self.data is not None else None
+        self.analysis = analyse(self.data, surface="window") if self.data is not None else None
         self._draw()
 
     # ------------------------------------------------------------ drawing
@@ -157,7 +177,8 @@ class AnalysisView(MainSweepView):
     def _draw(self) -> None:
         self._clear()
         a = self.analysis
-        self.show_text(a.recommendation if a is not None else [])
+        self.show_text(a.recommendation if a is not None else [], a.loss_level if a is not None else None)
+        self._set_titles(a)
         if a is None or self.data is None:
             self.plots["noise"].setVisible(False)
             return
@@ -189,19 +210,34 @@ class AnalysisView(MainSweepView):
                 self.plots[plot_id].getPlotItem().legend.addItem(sample, span.regime)  # short: ~190 px plots at 1024
                 self._samples[plot_id].append(sample)
 
+    def _reached(self, a: Analysis) -> list[tuple[int, float, float, float]]:
+        """(batch, steps, examples, s) of each run that met the target; without a target, of each run that reached
+        the common loss level (loss_level.py), so the plots show the same comparison as the text."""
+        if a.target:
+            return [
+                (r.batch_size, r.figures.steps_to_target, r.figures.examples_to_target, r.figures.time_to_target)
+                for r in self.data.ordered_runs()
+                if r.status == "ok" and r.figures.target_reached == 1
+            ]
+        level = a.loss_level
+        if level is None or not math.isfinite(level.level):
+            return []
+        return [(r.batch_size, r.steps, r.examples, r.time) for r in level.runs if math.isfinite(r.time)]
+
+    def _set_titles(self, a: Analysis | None) -> None:
+        """The plots' titles: to the target, or without one to the common loss level the text compares at."""
+        level = a.loss_level if a is not None and not a.target else None
+        for plot_id, (title, _y, _u) in PLOTS.items():
+            if plot_id != "noise" and level is not None and math.isfinite(level.level):
+                title = title.replace("target", f"loss {level.level:.3g}")
+            self.plots[plot_id].getPlotItem().setTitle(title)
+
     def _draw_runs(self, a: Analysis) -> None:
         spots = {"steps": [], "examples": [], "time": []}
-        for run in self.data.ordered_runs():
-            f = run.figures
-            if run.status != "ok" or f.target_reached != 1:
-                continue
-            colour = self.colours.colour(run.batch_size)
-            x = math.log2(run.batch_size)
-            for plot_id, value in (
-                ("steps", f.steps_to_target),
-                ("examples", f.examples_to_target),
-                ("time", f.time_to_target),
-            ):
+        for batch, steps, examples, seconds in self._reached(a):
+            colour = self.colours.colour(batch)
+            x = math.log2(batch)
+            for plot_id, value in (("steps", steps), ("examples", examples), ("time", seconds)):
                 if value > 0 and math.isfinite(value):
                     spots[plot_id].append(
                         {
@@ -214,7 +250,7 @@ class AnalysisView(MainSweepView):
                     )
         for plot_id, plot_spots in spots.items():
             if plot_spots:  # named once (the time plot): the legends of the others have the fit and regimes
-                name = "runs that met it" if plot_id == "time" else None
+                name = ("runs that met it" if a.target else "runs that reached it") if plot_id == "time" else None
                 self._add(plot_id, pg.ScatterPlotItem(spots=plot_spots, name=name))
 
     def _draw_fit(self, a: Analysis) -> None:
@@ -305,16 +341,17 @@ class AnalysisView(MainSweepView):
         self.grid.removeWidget(self.text)
         self.grid.addWidget(self.text, 1, 1 if measured else 0, 1, 2 if measured else 3)
 
-    def show_text(self, paragraphs: list[str]) -> None:
-        """The recommendation as a list, or what the tab needs when there is no sweep."""
+    def show_text(self, paragraphs: list[str], level: LossLevel | None = None) -> None:
+        """The recommendation as a list under the loss-and-time table (the report's, loss_level_rows), or what the
+        tab needs when there is no sweep."""
         if not paragraphs:
             self.text.setHtml(
-                "<p>Open or run a sweep; with a target (--target) this tab shows which batch size "
-                "reaches it soonest and why.</p>"
+                "<p>Open or run a sweep; this tab shows which batch size reaches a loss soonest and why "
+                "(with a target, the target).</p>"
             )
             return
         items = "".join(f"<li style='margin-bottom:4px'>{html.escape(p)}</li>" for p in paragraphs)
-        self.text.setHtml(f"<ul style='margin-left:-20px'>{items}</ul>")
+        self.text.setHtml(f"<ul style='margin-left:-20px'>{items}</ul>{_level_table(level)}")
 
     def items(self, plot_id: str, kind: type) -> list:
         """The items of a kind drawn in a plot (for tests)."""

@@ -5,7 +5,7 @@ fitted T(B) = S(B) t_step(B) puts the minimum; the critical batch (a value with 
 bound); the regimes; how far memory allows; the learning rate that goes with the recommended
 batch (the one its runs used); loss noise and the generalization gap; what was not measured; and,
 given a profile (`batchlab report --profile`), how far its predicted best batch was from the measured one.
-Sweeps without a target get what they can: the fastest epochs, memory, and what to run next.
+Sweeps without a target get loss and time together (no_target_advice.py), memory, and what to run next.
 """
 
 from __future__ import annotations
@@ -15,16 +15,14 @@ from typing import TYPE_CHECKING
 
 from batchlab.core.analysis.critical import BOOTSTRAP_RESAMPLES, CONFIDENCE, MIN_BATCH_SIZES
 from batchlab.core.analysis.explain import _mib, _ms
+from batchlab.core.analysis.no_target_advice import NO_LEVEL, check_surface, no_target_recommendation
 from batchlab.core.analysis.regimes import PERFECT_RATIO, PLATEAU_RATIO, REGIMES, fit_borders
 from batchlab.core.model import SweepData
 
 if TYPE_CHECKING:
     from batchlab.core.analysis.analyse import Analysis
 
-NO_TARGET = (
-    "No target: run the sweep with --target (e.g. --target val_accuracy=0.98 --eval-every 50) to get steps and "
-    "time to target per batch size, the critical batch and the batch that reaches a good model soonest."
-)
+NO_TARGET = NO_LEVEL  # without a target and without a finished run's loss: nothing to compare yet
 
 
 def _b(value: float) -> str:
@@ -296,10 +294,13 @@ def _epochs(analysis: Analysis) -> list[str]:
     return [text + (f" ({', '.join(others)})." if others else ".")]
 
 
-def recommendation(analysis: Analysis, sweep: SweepData) -> list[str]:
-    """The recommendation, one paragraph per item; every claim carries the numbers it rests on."""
+def recommendation(analysis: Analysis, sweep: SweepData, surface: str = "cli") -> list[str]:
+    """The recommendation, one paragraph per item; every claim carries the numbers it rests on. `surface`: where it
+    is read, "cli" (next steps as options) or "window" (as the setup panel's fields)."""
+    check_surface(surface)
     if not analysis.target:
-        return [NO_TARGET, *_epochs(analysis), *_memory(analysis), *_noise_scale(analysis), *_profile(analysis)]
+        lines = no_target_recommendation(analysis, sweep, surface)
+        return [*lines, *_memory(analysis), *_noise_scale(analysis), *_profile(analysis)]
     lines = [*_fastest(analysis), *_profile(analysis), *_critical(analysis), *_regimes(analysis)]
     lines += _noise_scale(analysis)
     lines += _memory(analysis)

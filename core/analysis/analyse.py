@@ -16,7 +16,9 @@ from here, so a number is computed in one place. What goes in (docs/analysis.md 
 - memory: the memory line (memory_fit.py), the device limit it implies, runs out of memory;
 - the gradient noise scale (B_simple and the Bcrit it predicts) of the runs that measured it;
 - given a profile's prediction (predict.py, `batchlab report --profile`), how far it was off;
-- the recommendation in words (advice.py).
+- time, steps and examples to a loss every run reached, and the loss at equal time and examples
+  (loss_level.py), with or without a target;
+- the recommendation in words (advice.py; without a target no_target_advice.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 from batchlab.core.aggregate import Spread, aggregate_by_batch, spread
 from batchlab.core.analysis.critical import CriticalFit, fit_critical, optimal_batch
+from batchlab.core.analysis.loss_level import LossLevel, loss_level
 from batchlab.core.analysis.loss_noise import generalization_gap, loss_noise
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
 from batchlab.core.analysis.noise_scale import noise_scale_series
@@ -126,6 +129,7 @@ class Analysis:
     memory: Memory
     noise_scale: NoiseScale | None = None  # the gradient noise scale slot (None: not measured)
     profile_check: ProfileCheck | None = None  # a profile's prediction against this sweep (None: none given)
+    loss_level: LossLevel | None = None  # time, steps and examples to a loss every run reached (loss_level.py)
     recommendation: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -290,9 +294,10 @@ def _best_measured(batches: list[BatchSummary]) -> int | None:
     return min(full, key=lambda s: s.time_to_target.mean).batch_size if full else None
 
 
-def analyse(sweep: SweepData, profile: ProfilePrediction | None = None) -> Analysis:
+def analyse(sweep: SweepData, profile: ProfilePrediction | None = None, surface: str = "cli") -> Analysis:
     """The analysis of a sweep (live or from a file); see the module docstring. With `profile` (what a
-    `batchlab profile` file predicts, predict.predict_from_profile) it also says how far that was off."""
+    `batchlab profile` file predicts, predict.predict_from_profile) it also says how far that was off.
+    `surface`: where the recommendation is read, "cli" or "window" (advice.recommendation)."""
     from batchlab.core.analysis.advice import recommendation
 
     target = _target(sweep)
@@ -335,7 +340,8 @@ def analyse(sweep: SweepData, profile: ProfilePrediction | None = None) -> Analy
         measured_ratios=measured,
         memory=_memory(sweep),
         noise_scale=_noise_scale(sweep),
+        loss_level=loss_level(sweep),
     )
     if profile is not None:
         analysis = replace(analysis, profile_check=compare_with_sweep(profile, analysis, sweep.spec))
-    return replace(analysis, recommendation=recommendation(analysis, sweep))
+    return replace(analysis, recommendation=recommendation(analysis, sweep, surface))

@@ -23,6 +23,7 @@ from batchlab.core.analysis.regimes import (
     regime_of,
 )
 from batchlab.core.events import make_event
+from batchlab.core.model import SweepData
 
 from tests.core.analysis_sweeps import ALPHA, BCRIT, BETA, SMIN, TARGET, steps_to_target, target_sweep
 from tests.core.test_explain import synthetic_sweep
@@ -232,13 +233,14 @@ def test_one_regime_sweep_says_bcrit_is_a_bound_and_gives_no_predicted_optimum()
     assert "one run per batch size" in text
 
 
-def test_a_sweep_without_a_target_says_what_is_needed_and_still_gives_epochs_and_memory():
+def test_a_sweep_without_a_target_compares_loss_and_time_and_still_gives_memory():
     analysis = analyse(synthetic_sweep())
     assert analysis.critical is None and analysis.target is None
     text = analysis.recommendation
-    assert text[0] == NO_TARGET
-    assert text[1].startswith("Fastest steady epoch: batch ")
+    assert text[0].startswith("Soonest to a common loss: batch ")
+    assert any("per steady epoch" in line for line in text)
     assert any(line.startswith("Memory: batch 512, the largest that ran") for line in text)
+    assert analyse(SweepData()).recommendation[0] == NO_TARGET  # nothing finished: nothing to compare
 
 
 def test_steps_to_target_of_the_generator():

@@ -6,6 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 from batchlab.core.analysis.analyse import analyse
+from batchlab.core.analysis.loss_level import loss_level_rows
 from batchlab.core.analysis.regimes import PLATEAU
 from batchlab.gui.analysis_view import PLOTS
 
@@ -71,6 +72,27 @@ def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_wit
     # a sweep without a target (one window for both: a window costs seconds): what is needed, empty plots
     main_window._show_sweep(synthetic_sweep(), "main")
     qtbot.waitUntil(lambda: view.analysis is not None and view.analysis.target is None)
-    assert "run the sweep with --target" in view.text.toPlainText()
+    shown = " ".join(view.text.toPlainText().split())
+    assert "Convergence section set Target to train_loss" in shown and "--target" not in shown
+    level = view.analysis.loss_level  # the report's loss-and-time table, the same rows
+    assert f"level {level.level:.3g}, the highest final smoothed training loss" in shown
+    assert all(" ".join(row) in shown for row in loss_level_rows(level)[1:])
     assert not view.plots["noise"].isVisibleTo(view)  # no run measured the noise scale
-    assert not view.items("steps", pg.PlotDataItem) and not view.items("time", pg.ScatterPlotItem)
+    assert not view.items("steps", pg.PlotDataItem)
+    # without a target the plots show when each run reached the common loss level the text compares at
+    (reached,) = view.items("time", pg.ScatterPlotItem)
+    assert sorted(10 ** reached.getData()[1]) == pytest.approx(sorted(r.time for r in level.runs))
+    assert view.plots["time"].getPlotItem().titleLabel.text == f"Time to loss {level.level:.3g}"
+    main_window._show_sweep(data, "main")  # back to a sweep with a target: its titles again
+    qtbot.waitUntil(lambda: view.analysis is not None and view.analysis.target is not None)
+    assert view.plots["time"].getPlotItem().titleLabel.text == "Time to target"
+
+
+def test_a_narrow_log_axis_labels_each_amount_once_and_without_a_scale(main_window):
+    # times of 1.4-3.2 s: steps of 0.5 s, each read as its amount (they read "2", "2", "2", "3")
+    axis = main_window.analysis.plots["time"].getPlotItem().getAxis("left")
+    levels = axis.tickValues(math.log10(1.4), math.log10(3.2), 300)
+    labels = [s for spacing, values in levels for s in axis.tickStrings(values, 1.0, spacing) if s]
+    assert labels == ["1.5", "2", "2.5", "3"]
+    assert axis.tickStrings([math.log10(50_000), math.log10(0.05)], 1.0, 1.0) == ["50,000", "0.05"]
+    assert not axis.autoSIPrefix  # no "(x0.001)" beside the label: the values are log10 amounts
