@@ -188,7 +188,7 @@ class MemorySlope:
     def text(self) -> str:
         if self.resolved:
             return f"m1 = {mib(self.value)} per sample (activations kept for the backward pass)"
-        why = "negative" if self.value < 0 else "smaller than the runs' scatter"
+        why = "negative" if self.value < 0 else "too small to tell from the runs' noise"
         return (
             f"m1 not resolved by these runs (the fitted {mib(self.value)} per sample is {why}: the memory does "
             "not measurably grow with the batch over these batch sizes)"

@@ -65,9 +65,10 @@ class LrPolicy:
             "`--lr-rule linear` or `--lr-rule sqrt`"
         )
 
-    def refusal(self, what: str) -> str:
-        """One sentence: `what` (e.g. 'The predicted best batch') is not given, why, and what to run instead."""
-        return f"{what}: not given for this sweep, because {ASSUMPTION} and {self.how()}; {self.instead()}."
+    def refusal(self, what: str, subject: str = "this sweep") -> str:
+        """One sentence: `what` (e.g. 'The predicted best batch') is not given for `subject`, why, and what to
+        run instead."""
+        return f"{what}: not given for {subject}, because {ASSUMPTION} and {self.how()}; {self.instead()}."
 
 
 def _float(value: Any) -> float:

@@ -159,7 +159,9 @@ def describe_prediction(p: ProfilePrediction) -> list[str]:
         return [
             f"measured B_simple ~ {p.b_simple:,.0f} (the gradient noise scale at the profile's end)",
             wall,
-            policy.refusal("predicted critical batch and best batch for time to target"),
+            policy.refusal(
+                "predicted critical batch and best batch for time to target", "a sweep with this profile's settings"
+            ),
         ]
     lines = [
         f"predicted critical batch ~ {say(Prediction('critical batch', p.b_simple, policy.tuned))} (B_simple from "
