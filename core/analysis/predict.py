@@ -205,6 +205,7 @@ class ProfileCheck:
     differences: dict = field(default_factory=dict)  # spec field -> [profile's value, sweep's value] (TASK_FIELDS)
     has_target: bool = True  # False: the sweep had no target, so nothing to check against
     lr_policy: LrPolicy | None = None  # the sweep's learning-rate policy (None: not known)
+    profile_tuned: bool = True  # False: the profile trained at one fixed rate, so it printed no best batch
 
     @property
     def within_one(self) -> bool | None:
@@ -243,6 +244,7 @@ def compare_with_sweep(p: ProfilePrediction, analysis, spec: dict | None = None)
         fitted_bcrit=fit.bcrit.value if fit is not None and not fit.bcrit.bounded else math.nan,
         differences=task_differences(p.settings, spec) if spec is not None else {},
         has_target=bool(analysis.target),
+        profile_tuned=p.policy.tuned,
         lr_policy=getattr(analysis, "lr_policy", None),
     )
 
@@ -268,6 +270,12 @@ def _check_text(check: ProfileCheck) -> str:
     if not (math.isfinite(check.predicted_best) and check.predicted_best > 0):
         return head + ": no best batch (its step-time line had no positive fixed cost and slope), so nothing to check."
     head += f": best batch ~{check.predicted_best:,.0f}"
+    neutral = (
+        f"The profile's B_simple ~ {check.predicted_bcrit:,.0f} and its step time give "
+        f"sqrt(B_simple x alpha/beta) ~{check.predicted_best:,.0f} as the best batch"
+    )
+    if not check.profile_tuned:  # the profile itself said it predicts nothing at its fixed rate
+        head = neutral + " (a prediction only for a sweep whose rate is tuned per batch size)"
     if not check.has_target:
         return head + (
             "; this sweep has no target, so it can neither confirm nor refute it (a sweep with --target "
@@ -281,7 +289,7 @@ def _check_text(check: ProfileCheck) -> str:
             if check.measured_best is not None and math.isfinite(check.measured_off)
             else ""
         )
-        return f"{head}; {policy.assumption()}{seen}; {policy.instead()}."
+        return f"{neutral}, but as a prediction {policy.assumption()}{seen}; {policy.instead()}."
     if check.measured_best is None:
         return head + (
             "; no batch size of this sweep met its target in every run, so it can neither confirm nor refute it."

@@ -91,6 +91,8 @@ def test_a_profile_with_one_fixed_rate_predicts_no_best_batch():
     assert "not given for a sweep with this profile's settings, because it assumes a learning rate tuned" in text
     assert "measured B_simple ~ 64" in text and INSTEAD in text
     assert prediction.as_dict()["applies"] is False
+    checked = describe_check(compare_with_sweep(prediction, analyse(steps_sweep(FALLING, lr_rule="sqrt"))))
+    assert not checked.startswith("Predicted") and "a prediction only for a sweep whose rate is tuned" in checked
     ruled = profile_sweep()
     ruled.spec.update(lr_rule="sqrt", lr=0.01)
     text = "\n".join(describe_prediction(predict_from_profile(ruled)))
