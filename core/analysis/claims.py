@@ -98,6 +98,8 @@ class LineFit:
     def text(self) -> str:
         if self.sizes == 2:
             return "through both points (two batch sizes: a line always fits two, so the fit is not tested)"
+        if not (math.isfinite(self.median_rel_residual) and math.isfinite(self.r2)):  # check() fails it in tests
+            return "fitted, its residual not defined"
         return f"within {self.median_rel_residual:.{self.digits}%} of the runs (median), R² = {self.r2:.2f}"
 
 
