@@ -409,7 +409,7 @@ def _print_noise_scale(sweep) -> None:
 
     lines = noise_scale_report(sweep)
     if lines:
-        print("\nGradient noise scale (McCandlish et al. 2018: the critical batch is about B_simple):")
+        print("\nGradient noise scale (McCandlish et al. 2018: with a rate tuned per batch size, Bcrit ~ B_simple):")
         print("\n".join(lines))
 
 

@@ -6,6 +6,8 @@ bound); the regimes; how far memory allows; the learning rate that goes with the
 batch (the one its runs used); loss noise and the generalization gap; what was not measured; and,
 given a profile (`batchlab report --profile`), how far its predicted best batch was from the measured one.
 Sweeps without a target get loss and time together (no_target_advice.py), memory, and what to run next.
+Predictions (the minimum of T(B), the Bcrit that B_simple predicts, a profile's best batch) are made only
+under a learning-rate policy that meets their assumption (lr_policy.py); numbers are worded from claims.py.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from batchlab.core.analysis.claims import MemorySlope, Prediction, StepsRatio, say
 from batchlab.core.analysis.critical import BOOTSTRAP_RESAMPLES, CONFIDENCE, MIN_BATCH_SIZES
 from batchlab.core.analysis.explain import _mib, _ms
+from batchlab.core.analysis.lr_policy import ASSUMPTION, LrPolicy
 from batchlab.core.analysis.no_target_advice import NO_LEVEL, check_surface, no_target_recommendation
 from batchlab.core.analysis.regimes import PERFECT_RATIO, PLATEAU_RATIO, REGIMES, fit_borders
 from batchlab.core.model import SweepData
@@ -38,6 +42,23 @@ def _seeds(n: int) -> str:
     return f"mean of {n} seeds" if n > 1 else "one run"
 
 
+def _policy(analysis: Analysis) -> LrPolicy:
+    return analysis.lr_policy if analysis.lr_policy is not None else LrPolicy("unknown")
+
+
+def time_fit_given(analysis: Analysis) -> bool:
+    """Whether the recommendation gives the fitted T(B) (and so the table its "T(B) fit" column): a finite
+    minimum under a policy that meets the prediction's assumption. One rule for the text and the table."""
+    return math.isfinite(analysis.best_predicted) and _policy(analysis).tuned
+
+
+def memory_line(fit) -> str:
+    """peak(B) = m0 + m1 x B, or what the data do not resolve (claims.MemorySlope)."""
+    if fit.slope_resolved:
+        return f"peak(B) = {_mib(fit.m0)} + {say(MemorySlope(fit.m1, True), 'term')}"
+    return f"peak(B) about {_mib(fit.m0)} whatever the batch: {say(MemorySlope(fit.m1, False))}"
+
+
 def _fastest(analysis: Analysis) -> list[str]:
     by_size = {s.batch_size: s for s in analysis.batches}
     lines = []
@@ -59,7 +80,10 @@ def _fastest(analysis: Analysis) -> list[str]:
     step = analysis.step_time
     if step is not None:
         model = f"t_step(B) = {_ms(step.alpha)} + {_ms(step.beta)} x B per step (steady wall time)"
-        if math.isfinite(analysis.best_predicted):
+        policy = _policy(analysis)
+        if analysis.critical is not None and not policy.tuned:
+            lines.append(policy.refusal(f"Predicted T(B) = S(B) x t_step(B) and its best batch ({model})"))
+        elif math.isfinite(analysis.best_predicted):
             fixed = analysis.prediction.fixed_time if analysis.prediction is not None else 0.0
             tracing = f" with {fixed:.2g} s of one-time tracing" if fixed > 0 else ""
             sizes = [s.batch_size for s in analysis.batches]
@@ -69,12 +93,13 @@ def _fastest(analysis: Analysis) -> list[str]:
                 else f"outside the measured batch sizes ({_b(min(sizes))}-{_b(max(sizes))}): an extrapolation "
                 "to check with a run there"
             )
+            best = say(Prediction("best batch", analysis.best_predicted, policy.tuned))
             lines.append(
                 f"Predicted: T(B) = S(B) x t_step(B), with S(B) from the fit below and {model}, is lowest at "
-                f"batch {_b(analysis.best_predicted)} = sqrt(Bcrit x alpha/beta) = "
+                f"batch {best} = sqrt(Bcrit x alpha/beta) = "
                 f"sqrt({_b(analysis.critical.bcrit.value)} x {step.knee:,.0f}) ({analysis.best_predicted_time:.3g} s"
                 f"{tracing}), "
-                f"{where}."
+                f"{where}; {policy.assumption()}."
             )
         elif analysis.critical is not None and analysis.critical.bcrit.kind != "=":
             lines.append(f"Predicted T(B): not given, because the critical batch is only bounded ({model}).")
@@ -90,6 +115,17 @@ def _fastest(analysis: Analysis) -> list[str]:
 
 
 def _critical(analysis: Analysis) -> list[str]:
+    """The fit of steps to target; with one fixed rate, said to describe that rate's runs only."""
+    lines = _critical_fit(analysis)
+    if lines and analysis.critical is not None and not _policy(analysis).tuned:
+        lines[-1] += (
+            " Every batch size trained at one learning rate, so this Bcrit describes that rate's runs, not the "
+            f"critical batch of McCandlish et al.: {ASSUMPTION}."
+        )
+    return lines
+
+
+def _critical_fit(analysis: Analysis) -> list[str]:
     fit = analysis.critical
     measured = [s for s in analysis.batches if s.steps_to_target.n]
     if fit is None:
@@ -125,27 +161,19 @@ def _critical(analysis: Analysis) -> list[str]:
             f"{_b(plateau_start)} (4.5 Bcrit) less than a tenth."
         ]
     if fit.bcrit.kind == ">=":
-        last = ratios[-1] if ratios else None
-        step = (
-            f" (doubling the batch cut the steps {last[1]:.2f}x between {_b(last[0].low)} and {_b(last[0].high)})"
-            if last
-            else ""
-        )
+        last = StepsRatio.of(ratios[-1][0].low, ratios[-1][0].high, ratios[-1][1]) if ratios else None
+        step = f" ({say(last)})" if last is not None and last.kind == "cut" else ""
         return [
             head + f"{fit.bcrit.text()}: the steps still fell nearly as 1/B up to the largest batch that met the "
             f"target{step}, so larger batches may still save steps; runs above {_b(max(fit.batch_sizes))} would "
             "show where that stops."
         ]
     if fit.bcrit.kind == "<=":
-        first = ratios[0] if ratios else None
-        step = (
-            f" (doubling the batch cut the steps only {first[1]:.2f}x between {_b(first[0].low)} and "
-            f"{_b(first[0].high)})"
-            if first
-            else ""
-        )
+        first = StepsRatio.of(ratios[0][0].low, ratios[0][0].high, ratios[0][1]) if ratios else None
+        fell = "the steps hardly fell" if first is None or first.kind == "cut" else "the steps did not fall"
+        step = f" ({say(first)})" if first is not None else ""
         return [
-            head + f"{fit.bcrit.text()}: even from the smallest batch the steps hardly fell{step}, so a larger batch "
+            head + f"{fit.bcrit.text()}: even from the smallest batch {fell}{step}, so a larger batch "
             "buys almost no fewer steps; smaller batches would show where the scaling ends."
         ]
     return [head + "the critical batch is not determined by these runs (the steps scatter more than they trend)."]
@@ -175,7 +203,7 @@ def _memory(analysis: Analysis) -> list[str]:
     if memory.limit_batch is not None:
         fit = memory.fit
         parts.append(
-            f"the memory line peak(B) = {_mib(fit.m0)} + {_mib(fit.m1)} x B reaches this device's "
+            f"the memory line {memory_line(fit)} reaches this device's "
             f"{_mib(memory.device_bytes)} near batch {_b(memory.limit_batch)} (an extrapolation; `batchlab max-batch` "
             "measures it)"
         )
@@ -183,7 +211,7 @@ def _memory(analysis: Analysis) -> list[str]:
         peak = f" peaked at {_mib(memory.largest_peak_bytes)}" if memory.largest_peak_bytes > 0 else " ran"
         text = f"batch {_b(memory.largest_run)}, the largest that ran,{peak}"
         if memory.fit is not None:
-            text += f" (peak(B) = {_mib(memory.fit.m0)} + {_mib(memory.fit.m1)} x B)"
+            text += f" ({memory_line(memory.fit)})"
         if not memory.oom_batches:
             text += "; no run ran out of memory"
         parts.append(text + "; the device's limit is not known from these runs (`batchlab max-batch` measures it)")
@@ -264,10 +292,12 @@ def _noise_scale(analysis: Analysis) -> list[str]:
     if ns is None:
         return []
     spread = f", {_b(ns.low)}-{_b(ns.high)}" if ns.runs > 1 else ""
-    text = (
-        f"Gradient noise scale: B_simple = {_b(ns.b_simple)} (the final estimate, median of {ns.runs} runs{spread}), "
-        f"which predicts Bcrit ~ {_b(ns.b_simple)} (McCandlish et al.)"
-    )
+    head = f"Gradient noise scale: B_simple = {_b(ns.b_simple)} (the final estimate, median of {ns.runs} runs{spread})"
+    policy = _policy(analysis)
+    if not policy.tuned:
+        return [f"{head}. " + policy.refusal("The critical batch it predicts (McCandlish et al.: Bcrit ~ B_simple)")]
+    predicted = say(Prediction("critical batch", ns.b_simple, policy.tuned))
+    text = f"{head}, which predicts Bcrit ~ {predicted} (McCandlish et al.; {policy.assumption()})"
     bcrit = analysis.critical.bcrit if analysis.critical is not None else None
     if bcrit is not None and bcrit.kind == "=":
         text += f"; the fit of steps to target gives {_b(bcrit.value)}, {bcrit.value / ns.b_simple:.2g}x the prediction"
@@ -282,16 +312,6 @@ def _profile(analysis: Analysis) -> list[str]:
     from batchlab.core.analysis.predict import describe_check
 
     return [describe_check(analysis.profile_check)] if analysis.profile_check is not None else []
-
-
-def _epochs(analysis: Analysis) -> list[str]:
-    timed = [s for s in analysis.batches if s.epoch_time.n]
-    if not timed:
-        return []
-    best = min(timed, key=lambda s: s.epoch_time.mean)
-    others = [f"{_b(s.batch_size)}: {s.epoch_time.mean:.3g} s" for s in timed if s is not best]
-    text = f"Fastest steady epoch: batch {_b(best.batch_size)}, {best.epoch_time.mean:.3g} s"
-    return [text + (f" ({', '.join(others)})." if others else ".")]
 
 
 def recommendation(analysis: Analysis, sweep: SweepData, surface: str = "cli") -> list[str]:
@@ -318,6 +338,8 @@ def analysis_table(analysis: Analysis) -> str:
     """Per batch size: measured and fitted steps to target, measured and predicted time, regime, loss noise, gap."""
     fit, step = analysis.critical, analysis.step_time
     fixed = analysis.prediction.fixed_time if analysis.prediction is not None else 0.0
+    if not time_fit_given(analysis):  # the text gives no T(B): neither does the table
+        step = None
     header = ("batch", "steps", "S(B) fit", "time (s)", "T(B) fit", "regime", "loss noise", "gap")
     rows = [header]
     for s in analysis.batches:

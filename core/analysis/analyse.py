@@ -18,6 +18,8 @@ from here, so a number is computed in one place. What goes in (docs/analysis.md 
 - given a profile's prediction (predict.py, `batchlab report --profile`), how far it was off;
 - time, steps and examples to a loss every run reached, and the loss at equal time and examples
   (loss_level.py), with or without a target;
+- the sweep's learning-rate policy (lr_policy.py): with one fixed rate for every batch size the minimum
+  of T(B) is not predicted (NaN, and no T(B) curve), since its model assumes a rate tuned per batch size;
 - the recommendation in words (advice.py; without a target no_target_advice.py).
 """
 
@@ -32,6 +34,7 @@ from batchlab.core.aggregate import Spread, aggregate_by_batch, spread
 from batchlab.core.analysis.critical import CriticalFit, fit_critical, optimal_batch
 from batchlab.core.analysis.loss_level import LossLevel, loss_level
 from batchlab.core.analysis.loss_noise import generalization_gap, loss_noise
+from batchlab.core.analysis.lr_policy import LrPolicy, sweep_lr_policy
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
 from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.predict import ProfileCheck, ProfilePrediction, compare_with_sweep
@@ -130,6 +133,7 @@ class Analysis:
     noise_scale: NoiseScale | None = None  # the gradient noise scale slot (None: not measured)
     profile_check: ProfileCheck | None = None  # a profile's prediction against this sweep (None: none given)
     loss_level: LossLevel | None = None  # time, steps and examples to a loss every run reached (loss_level.py)
+    lr_policy: LrPolicy | None = None  # how each batch size's rate was set: whether predictions apply
     recommendation: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -266,8 +270,9 @@ def _tracing(sweep: SweepData) -> float:
 
 
 def _prediction(
-    batches: list[BatchSummary], critical: CriticalFit | None, step: StepTimeFit | None, fixed: float
+    batches: list[BatchSummary], critical: CriticalFit | None, step: StepTimeFit | None, fixed: float, tuned: bool
 ) -> Prediction | None:
+    """The fitted curves; T(B) only when `tuned`: the sweep's learning-rate policy meets T(B)'s assumption."""
     sizes = [s.batch_size for s in batches]
     if critical is None or not sizes:
         return None
@@ -283,7 +288,7 @@ def _prediction(
         steps_high=tuple(float(v) for v in high),
         examples=tuple(float(v) for v in critical.examples_at(grid)),
         step_time=tuple(float(v) for v in times),
-        time=tuple(float(v) for v in steps * times + fixed) if len(times) else (),
+        time=tuple(float(v) for v in steps * times + fixed) if len(times) and tuned else (),
         fixed_time=fixed,
     )
 
@@ -307,7 +312,8 @@ def analyse(sweep: SweepData, profile: ProfilePrediction | None = None, surface:
     walls = [(r.batch_size, _step_wall(r)) for r in sweep.ordered_runs() if r.status == "ok" and r.batch_size > 0]
     step = fit_step_time(*zip(*walls, strict=True)) if walls else None
     best_b, best_t, fixed = math.nan, math.nan, _tracing(sweep)
-    if critical is not None and step is not None and not critical.bcrit.bounded:
+    policy = sweep_lr_policy(sweep)
+    if critical is not None and step is not None and not critical.bcrit.bounded and policy.tuned:
         best_b = optimal_batch(critical.bcrit_fit, step.alpha, step.beta)
         if math.isfinite(best_b):
             best_t = float(critical.steps_at(best_b) * step.predict(best_b)) + fixed
@@ -331,7 +337,7 @@ def analyse(sweep: SweepData, profile: ProfilePrediction | None = None, surface:
         batches=batches,
         critical=critical,
         step_time=step,
-        prediction=_prediction(batches, critical, step, fixed),
+        prediction=_prediction(batches, critical, step, fixed, policy.tuned),
         best_measured=_best_measured(batches),
         best_predicted=best_b,
         best_predicted_time=best_t,
@@ -341,6 +347,7 @@ def analyse(sweep: SweepData, profile: ProfilePrediction | None = None, surface:
         memory=_memory(sweep),
         noise_scale=_noise_scale(sweep),
         loss_level=loss_level(sweep),
+        lr_policy=policy,
     )
     if profile is not None:
         analysis = replace(analysis, profile_check=compare_with_sweep(profile, analysis, sweep.spec))

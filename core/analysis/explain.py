@@ -2,7 +2,9 @@
 
 Every sentence states a measured or fitted number, or names what the data cannot tell apart;
 nothing is said that the sweep does not show. The numbers come from the step-time and memory
-fits (step_time.py, memory_fit.py) and the per-run figures (batchlab.core.figures).
+fits (step_time.py, memory_fit.py) and the per-run figures (batchlab.core.figures); each
+number-bearing fragment is worded from a typed claim (claims.py) that a test checks against its numbers.
+Input wait has one base everywhere here: the share of the steady epochs' wall time (`input_wait_share`).
 """
 
 from __future__ import annotations
@@ -13,34 +15,34 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import numpy as np
+from batchlab.core.analysis import claims
+from batchlab.core.analysis.claims import LineFit, MemorySlope, OffLine, Seconds, Share, say
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
 from batchlab.core.analysis.startup import explain_startup
 from batchlab.core.analysis.step_time import StepTimeFit, sweep_step_time
-from batchlab.core.figures import steady_input_wait_share
 from batchlab.core.model import RunData, SweepData
 
 MIB = 1 << 20
 SLOWER_THAN = 1.10  # a larger batch whose epoch is 10% slower than the smaller one's is explained
 CAUSE_SHARE_POINTS = 0.10  # input wait: 10 points more of the step time than at the smaller batch
 CAUSE_PER_SAMPLE = 1.15  # compute: 15% more step time per sample than at the smaller batch
-OFF_LINE = 0.25  # a run 25% off the fitted line is named
+OFF_LINE = 0.25  # a run more than 25% off the fitted line is named "off the line" (the stated tolerance)
+EPOCH_BASE = "a steady epoch's wall time"  # the one base of every input-wait share said
+RUN_BASE = "a run's time"
 NVML_SOURCES = ("tf_peak_bytes", "device_memory_bytes")
 
 
 def _ms(seconds: float) -> str:
-    """A duration in the unit that reads best: s, ms or µs, three significant digits."""
-    if abs(seconds) >= 1:
-        return f"{seconds:.3g} s"
-    if abs(seconds) >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"
+    """A duration in the unit that reads best: s, ms or µs, three significant digits (a checked claim)."""
+    return say(Seconds(seconds)) if seconds >= 0 else claims.duration(seconds)
 
 
 _us = _ms
+_mib = claims.mib
 
 
-def _mib(nbytes: float) -> str:
-    return f"{nbytes / MIB:,.0f} MiB" if abs(nbytes) >= 10 * MIB else f"{nbytes / MIB:.3g} MiB"
+def _pct(value: float, base: str) -> str:
+    return say(Share(value, base))
 
 
 def _flops(rate: float) -> str:
@@ -68,13 +70,16 @@ def _by_size(runs: list[RunData], value) -> dict[int, float]:
 def explain_time(sweep: SweepData, fit: StepTimeFit | None) -> list[str]:
     """The step-time model, the two regimes and the runs off the line."""
     if fit is None:
-        return ["Step time: fewer than two batch sizes have steady-state steps, so no line t(B) = alpha + beta*B."]
+        return [
+            "Step compute time: fewer than two batch sizes have steady-state steps, so no line t(B) = alpha + beta*B."
+        ]
+    quality = say(LineFit(fit.median_rel_residual, fit.r2, len(set(fit.batch_sizes))))
     lines = [
-        f"Step time t(B) = alpha + beta*B, fitted robustly to the steady-state step time of {len(fit.batch_sizes)} "
-        f"runs ({_sizes(fit.batch_sizes)}; steps that traced left out): alpha = {_ms(fit.alpha)} per step "
-        f"(the fixed cost: dispatch, kernel launches, the optimizer's per-variable update), beta = {_us(fit.beta)} "
-        f"per sample (compute); the line is within {fit.median_rel_residual:.0%} of the runs (median), "
-        f"R² = {fit.r2:.2f}."
+        f"Step compute time t(B) = alpha + beta*B (the median time of a step's compute; input wait and the loop "
+        f"between steps are not in it), fitted robustly to the steady-state steps of {len(fit.batch_sizes)} "
+        f"runs ({_sizes(fit.batch_sizes)}; steps that traced left out): alpha = {claims.duration(fit.alpha)} per "
+        f"step (the fixed cost: dispatch, kernel launches, the optimizer's per-variable update), "
+        f"beta = {claims.duration(fit.beta)} per sample (compute); the line is {quality}."
     ]
     if not (fit.alpha > 0 and fit.beta > 0):
         lines.append(
@@ -89,16 +94,17 @@ def explain_time(sweep: SweepData, fit: StepTimeFit | None) -> list[str]:
     lines.append(f"Knee B* = alpha/beta = {knee:.0f} samples: there the fixed cost and the compute are equal.")
     if below:
         share = (fit.overhead_share(below[0]), fit.overhead_share(below[-1]))
-        text = f"{_sizes(below)}: the fixed per-step cost is {share[0]:.0%}"
+        text = f"{_sizes(below)}: the fixed per-step cost is {_pct(share[0], 'each step')}"
         if len(below) > 1:
-            text += f"-{share[1]:.0%} of each step, so time per sample falls almost as 1/B"
+            text += f"-{_pct(share[1], 'each step')} of each step, so time per sample falls almost as 1/B"
             text += f" (measured {throughput[below[0]]:,.0f} -> {throughput[below[-1]]:,.0f} samples/s)"
         else:
             text += " of each step"
         lines.append(text + ".")
     if above:
         share = (1 - fit.overhead_share(above[0]), 1 - fit.overhead_share(above[-1]))
-        text = f"{_sizes(above)}: compute is {share[0]:.0%}" + (f"-{share[1]:.0%}" if len(above) > 1 else "")
+        text = f"{_sizes(above)}: compute is {_pct(share[0], 'each step')}"
+        text += f"-{_pct(share[1], 'each step')}" if len(above) > 1 else ""
         text += (
             f" of each step; a bigger batch can only approach beta's {1 / fit.beta:,.0f} samples/s "
             f"(measured {throughput[above[-1]]:,.0f} at batch {above[-1]}), so epochs stop getting much faster."
@@ -107,10 +113,14 @@ def explain_time(sweep: SweepData, fit: StepTimeFit | None) -> list[str]:
     off = []
     for b, t in zip(fit.batch_sizes, fit.step_times, strict=True):
         predicted = float(fit.predict(b))
-        if b in fit.outliers or abs(t - predicted) > OFF_LINE * predicted:
-            off.append(f"batch {b} ({_ms(t)} measured, {_ms(predicted)} on the line)")
+        if predicted > 0 and abs(t - predicted) > OFF_LINE * predicted:  # outside the stated tolerance only
+            off.append(say(OffLine(b, t, predicted, OFF_LINE)))
     if off:
-        lines.append("Off the line (noise, another process, or a real change of regime): " + "; ".join(off) + ".")
+        lines.append(
+            f"Off the line by more than {OFF_LINE:.0%} (noise, another process, or a real change of regime): "
+            + "; ".join(off)
+            + "."
+        )
     return lines
 
 
@@ -125,7 +135,7 @@ def explain_slowdowns(sweep: SweepData) -> list[str]:
     runs = [r for r in sweep.ordered_runs() if r.status == "ok"]
     epoch = _by_size(runs, lambda r: r.figures.epoch_time)
     per_sample = _by_size(runs, lambda r: r.figures.step_time / r.batch_size)
-    wait = _by_size(runs, lambda r: steady_input_wait_share(r.steps.as_dict(), r.epochs.as_dict()))
+    wait = _by_size(runs, input_wait_share)
     peak = _by_size(runs, lambda r: r.figures.steady_peak_bytes if r.figures.steady_peak_bytes > 0 else math.nan)
     compute = _by_size(runs, lambda r: _compute_per_epoch(r))
     sizes = list(epoch)
@@ -136,7 +146,10 @@ def explain_slowdowns(sweep: SweepData) -> list[str]:
         text = f"Batch {big} is slower than batch {small} (steady epoch {epoch[big]:.3g} s vs {epoch[small]:.3g} s)"
         causes = []
         if big in wait and small in wait and wait[big] - wait[small] > CAUSE_SHARE_POINTS:
-            causes.append(f"it waited for input {wait[big]:.0%} of its step time (vs {wait[small]:.0%})")
+            causes.append(
+                f"it waited for input {_pct(wait[big], EPOCH_BASE)} of {EPOCH_BASE} "
+                f"(vs {_pct(wait[small], EPOCH_BASE)})"
+            )
         if big in per_sample and small in per_sample and per_sample[big] > CAUSE_PER_SAMPLE * per_sample[small]:
             cause = (
                 f"its step computed {_us(per_sample[big])} per sample vs {_us(per_sample[small])}, "
@@ -174,9 +187,9 @@ def _startup_gaps(runs: list[RunData]) -> list[float]:
     return [g for g in gaps if g >= 0]
 
 
-def epoch_split(run: RunData) -> tuple[float, float, float, float] | None:
-    """(epoch s, compute share, input-wait share, rest share) over the run's steady epochs (no traced step;
-    without that column, those after the first); None when a step of them has no compute time (sampled sync)."""
+def _steady_epochs(run: RunData) -> tuple[np.ndarray, float] | None:
+    """(mask of the run's steps in its steady epochs, those epochs' wall time in s); None without them. Steady:
+    no traced step; without that column, the epochs after the first."""
     epochs, steps = run.epochs, run.steps
     if not len(epochs) or not len(steps):
         return None
@@ -186,13 +199,39 @@ def epoch_split(run: RunData) -> tuple[float, float, float, float] | None:
     else:
         steady = epochs["epoch"][1:]
     in_steady = np.isin(steps["epoch"], steady)
-    step_time, wait = steps["step_time"][in_steady], steps["input_wait"][in_steady]
     total = float(np.nansum(epochs["epoch_time"][np.isin(epochs["epoch"], steady)]))
-    if not in_steady.any() or total <= 0 or not np.isfinite(step_time).all():
+    if not in_steady.any() or not total > 0:
         return None
-    compute = float(step_time.sum()) / total
-    waited = float(np.nansum(wait)) / total
-    return total / len(steady), compute, waited, max(0.0, 1.0 - compute - waited)
+    return in_steady, total
+
+
+def input_wait_share(run: RunData) -> float:
+    """Input wait as a share (0..1) of the steady epochs' wall time: the one base of every input-wait share the
+    explanation says (the epoch split uses the same); NaN without steady epochs or an input_wait column."""
+    steady = _steady_epochs(run)
+    wait = run.steps.get("input_wait")
+    if steady is None or wait is None:
+        return math.nan
+    mask, total = steady
+    return min(1.0, float(np.nansum(wait[mask])) / total)
+
+
+def epoch_split(run: RunData) -> tuple[float, float, float, float] | None:
+    """(epoch s, compute share, input-wait share, rest share) over the run's steady epochs (no traced step;
+    without that column, those after the first); None when a step of them has no compute time (sampled sync)."""
+    found = _steady_epochs(run)
+    if found is None:
+        return None
+    in_steady, total = found
+    steps = run.steps
+    step_time = steps["step_time"][in_steady]
+    if not np.isfinite(step_time).all():
+        return None
+    count = len(np.unique(steps["epoch"][in_steady]))
+    compute = min(1.0, float(step_time.sum()) / total)
+    waited = min(1.0 - compute, input_wait_share(run))
+    waited = waited if math.isfinite(waited) else 0.0
+    return total / count, compute, waited, max(0.0, 1.0 - compute - waited)
 
 
 def explain_one_time(sweep: SweepData) -> list[str]:
@@ -203,7 +242,8 @@ def explain_one_time(sweep: SweepData) -> list[str]:
     splits = {b: v for b, v in sorted(splits.items()) if v is not None}
     if splits:
         parts = [
-            f"batch {b}: {v[0]:.3g} s = {v[1]:.0%} step compute, {v[2]:.0%} input wait, {v[3]:.0%} the rest"
+            f"batch {b}: {v[0]:.3g} s = {_pct(v[1], EPOCH_BASE)} step compute, {_pct(v[2], EPOCH_BASE)} input wait, "
+            f"{_pct(v[3], EPOCH_BASE)} the rest"
             for b, v in splits.items()
             if b in (min(splits), max(splits))
         ]
@@ -222,17 +262,18 @@ def explain_one_time(sweep: SweepData) -> list[str]:
     tracing = [r.figures.tracing_time for r in runs if math.isfinite(r.figures.tracing_time)]
     total = [r.figures.total_time for r in runs if math.isfinite(r.figures.tracing_time)]
     if tracing:
-        share = max(t / s for t, s in zip(tracing, total, strict=True) if s > 0) if any(s > 0 for s in total) else 0
+        shares = [t / s for t, s in zip(tracing, total, strict=True) if s > 0 and math.isfinite(s) and t <= s]
         low, high = f"{min(tracing):.2g}", f"{max(tracing):.2g}"
+        share = f"; up to {_pct(max(shares), RUN_BASE)} of {RUN_BASE}" if shares else ""
         lines.append(
             f"Tracing and compiling the step function cost {low if low == high else f'{low}-{high}'} s per run, "
-            f"once (left out of the steady-state figures; up to {share:.0%} of a run's time)."
+            f"once (left out of the steady-state figures{share})."
         )
-    wait = _by_size(runs, lambda r: steady_input_wait_share(r.steps.as_dict(), r.epochs.as_dict()))
+    wait = _by_size(runs, input_wait_share)
     if wait:
         worst = max(wait, key=wait.get)
         lines.append(
-            f"Input wait: at most {wait[worst]:.0%} of the steps' time (batch {worst})"
+            f"Input wait: at most {_pct(wait[worst], EPOCH_BASE)} of {EPOCH_BASE} (batch {worst})"
             + ("; the input pipeline keeps up." if wait[worst] < CAUSE_SHARE_POINTS else ".")
         )
     return lines
@@ -285,11 +326,11 @@ def explain_memory(sweep: SweepData, fit: MemoryFit | None) -> list[str]:
         where = {"tf_peak_bytes": "TensorFlow allocator", "device_memory_bytes": "GPU process, NVML"}.get(
             fit.source or "", "host RSS"
         )
+        quality = say(LineFit(fit.median_rel_residual, fit.r2, len(set(fit.batch_sizes)), digits=1))
         lines.append(
             f"Memory ({where}, {'steady epochs' if fit.steady else 'all epochs, first included'}): "
             f"peak(B) = m0 + m1*B with m0 = {_mib(fit.m0)} (held whatever the batch: runtime, data, weights, "
-            f"optimizer state) and m1 = {_mib(fit.m1)} per sample (activations kept for the backward pass); "
-            f"within {fit.median_rel_residual:.1%} of the runs (median)."
+            f"optimizer state) and {say(MemorySlope(fit.m1, fit.slope_resolved))}; the line is {quality}."
         )
         total = _device_total(sweep)
         if total > 0 and fit.source in NVML_SOURCES:
@@ -302,7 +343,7 @@ def explain_memory(sweep: SweepData, fit: MemoryFit | None) -> list[str]:
     for run in runs:
         if run.status == "oom":
             text = f"Batch {run.batch_size} ran out of memory"
-            if fit is not None:
+            if fit is not None and fit.slope_resolved:
                 text += f"; the line predicts {_mib(float(fit.predict(run.batch_size)))} there"
             lines.append(text + ".")
     gap = _by_size(runs, _nvml_over_allocator)

@@ -18,6 +18,9 @@ import numpy as np
 from batchlab.core.analysis.robust_line import fit_batch_line
 from batchlab.core.model import SweepData
 
+RESOLVED_RISE = 0.01  # m1 is resolved when the line rises over the measured batch sizes by 1% of the median peak
+RESOLVED_SCATTER = 2.0  # ... and by more than this many times the points' median relative scatter
+
 
 @dataclass(frozen=True)
 class MemoryFit:
@@ -37,9 +40,22 @@ class MemoryFit:
         """Predicted peak (bytes) at `batch_size`."""
         return self.m0 + self.m1 * np.asarray(batch_size, dtype=np.float64)
 
+    @property
+    def slope_resolved(self) -> bool:
+        """Whether the data resolve m1: positive, and its rise over the measured batch sizes, m1 (Bmax - Bmin),
+        at least RESOLVED_RISE of the median peak and RESOLVED_SCATTER times the points' median scatter. A
+        negative or smaller slope is noise (e.g. host RSS at two batch sizes), not activations."""
+        if not (self.m1 > 0 and math.isfinite(self.m1) and len(self.peaks)):
+            return False
+        rise = self.m1 * (max(self.batch_sizes) - min(self.batch_sizes))
+        peak = float(np.median(self.peaks))
+        scatter = self.median_rel_residual if math.isfinite(self.median_rel_residual) else 0.0
+        return rise >= max(RESOLVED_RISE, RESOLVED_SCATTER * scatter) * peak
+
     def batch_for(self, limit_bytes: float) -> int | None:
-        """The largest batch whose predicted peak stays within `limit_bytes`; None when m1 <= 0 or none fits."""
-        if not (self.m1 > 0 and math.isfinite(limit_bytes)):
+        """The largest batch whose predicted peak stays within `limit_bytes`; None when m1 is not resolved
+        (slope_resolved) or none fits."""
+        if not (self.slope_resolved and math.isfinite(limit_bytes)):
             return None
         b = math.floor((limit_bytes - self.m0) / self.m1)
         return b if b >= 1 else None

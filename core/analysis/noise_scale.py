@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from batchlab.core.analysis.lr_policy import sweep_lr_policy
 
 # Decay of the moving averages per measurement: each new measurement weighs 1 - 0.9 = 10%. The averages
 # are bias-corrected (divided by 1 - beta^n, as Adam's moments), so the first measurements are not pulled
@@ -158,29 +159,38 @@ def describe_cost(cost: NoiseScaleCost) -> str:
     )
 
 
-def describe_series(series: NoiseScaleSeries) -> str:
-    """The final B_simple as a prediction, e.g. 'predicted critical batch ~ 850 (B_simple; 10-90%: 700-1,020)'."""
+def describe_series(series: NoiseScaleSeries, applies: bool = True) -> str:
+    """The final B_simple as a prediction, e.g. 'predicted critical batch ~ 850 (B_simple; 10-90%: 700-1,020)';
+    `applies` False (one fixed learning rate, lr_policy.py): the measurement alone, no predicted critical batch."""
     if not math.isfinite(series.final):
         return f"no gradient signal above the noise yet ({series.measurements} measurements): B_simple not measurable"
     spread = ""
     if math.isfinite(series.low):
         high = "unbounded" if not math.isfinite(series.high) else f"{series.high:,.0f}"
         spread = f"; 10-90% over the last {series.window} measurements: {series.low:,.0f}-{high}"
+    if not applies:
+        return f"B_simple ~ {series.final:,.0f} (measured in one run{spread}; no critical batch predicted, see below)"
     return f"predicted critical batch ~ {series.final:,.0f} (B_simple, a prediction from one run{spread})"
 
 
 def noise_scale_report(sweep) -> list[str]:
     """Lines for `batchlab report` and a sweep's end: per run that measured, its final B_simple as a
-    prediction and what measuring cost. `sweep` is a core.model.SweepData (live or from a file)."""
+    prediction and what measuring cost, then the prediction's assumption against the sweep's learning-rate
+    policy (lr_policy.py). `sweep` is a core.model.SweepData (live or from a file)."""
+    policy = sweep_lr_policy(sweep)
     lines = []
     for run in sweep.ordered_runs():
         table = run.noise_scale.as_dict()
         series = noise_scale_series(table)
         if series is None:
             continue
-        lines.append(f"batch {run.batch_size}, seed {run.seed}: {describe_series(series)}")
+        lines.append(f"batch {run.batch_size}, seed {run.seed}: {describe_series(series, policy.tuned)}")
         every = int(run.attrs.get("noise_scale_every", 0) or 0)
         cost = noise_scale_cost(table, run.figures.step_time, every)
         if cost is not None:
             lines.append(f"  noise scale cost: {describe_cost(cost)}")
+    if lines and policy.tuned:
+        lines.append(f"As a critical batch, B_simple {policy.assumption()}.")
+    elif lines:
+        lines.append(policy.refusal("A critical batch predicted from B_simple"))
     return lines

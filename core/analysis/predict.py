@@ -13,6 +13,8 @@ so a short profile tends to predict a smaller Bcrit than a sweep to a late targe
 
 A later sweep with a target verifies it (`batchlab report SWEEP --profile PROFILE`): its fastest
 measured batch and its own fitted optimum against B_opt, in powers of two (the goal: within one).
+The model assumes a learning rate tuned for each batch size: a profile (or a sweep) that trains every
+batch at one fixed rate gets no predicted best batch, but what to run instead (lr_policy.py).
 numpy only.
 """
 
@@ -22,7 +24,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from batchlab.core.analysis.claims import PowersApart, Prediction, say
 from batchlab.core.analysis.critical import optimal_batch
+from batchlab.core.analysis.lr_policy import LrPolicy, lr_policy, sweep_lr_policy
 from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.step_time import StepTimeFit, fit_step_time
 
@@ -66,6 +70,12 @@ class ProfilePrediction:
     relative_time: tuple[float, ...]  # T(B) / T(B_opt), same order
     best_batch: float  # samples: B_opt = sqrt(Bcrit alpha / beta); NaN when alpha or beta is not positive
     settings: dict = field(default_factory=dict)  # the profile's spec values of TASK_FIELDS
+    lr_policy: LrPolicy | None = None  # the profile's learning-rate policy (None: from `settings`)
+
+    @property
+    def policy(self) -> LrPolicy:
+        """The profile's learning-rate policy: whether its prediction's assumption can hold."""
+        return self.lr_policy if self.lr_policy is not None else lr_policy(self.settings)
 
     def as_dict(self) -> dict:
         """Plain JSON values (NaN becomes None) for `batchlab report --json`."""
@@ -83,6 +93,8 @@ class ProfilePrediction:
             "relative_time": [plain(v) for v in self.relative_time],
             "best_batch": plain(self.best_batch),
             "best_power_of_two": self.best_power_of_two,
+            "lr_policy": self.policy.kind,
+            "applies": self.policy.tuned,  # False: one fixed rate, the best batch is not predicted for it
         }
 
     @property
@@ -131,17 +143,31 @@ def predict_from_profile(sweep) -> ProfilePrediction | None:
     rel = relative_time(sizes, bcrit, fit.alpha, fit.beta)
     best = optimal_batch(bcrit, fit.alpha, fit.beta)
     settings = {name: sweep.spec.get(name) for name in TASK_FIELDS}
-    return ProfilePrediction(bcrit, fit, sizes, tuple(float(v) for v in rel), best, settings)
+    return ProfilePrediction(bcrit, fit, sizes, tuple(float(v) for v in rel), best, settings, sweep_lr_policy(sweep))
 
 
 def describe_prediction(p: ProfilePrediction) -> list[str]:
     """The prediction in words and a small table, for `batchlab profile` and `batchlab report`."""
-    fit = p.step_time
+    fit, policy = p.step_time, p.policy
+    wall = (
+        f"steady wall time per step t_step(B) = {fit.alpha * 1e3:.3g} ms + {fit.beta * 1e6:.3g} us x B (batch / "
+        f"steady throughput at batch sizes {', '.join(map(str, fit.batch_sizes))}: a step's compute plus its input "
+        "wait and the loop, what time to target pays; the step compute time line of the explanation leaves "
+        "those out)"
+    )
+    if not policy.tuned:
+        return [
+            f"measured B_simple ~ {p.b_simple:,.0f} (the gradient noise scale at the profile's end)",
+            wall,
+            policy.refusal(
+                "predicted critical batch and best batch for time to target", "a sweep with this profile's settings"
+            ),
+        ]
     lines = [
-        f"predicted critical batch ~ {p.b_simple:,.0f} (B_simple from the profile; a prediction, "
-        "usually low: B_simple grows as training goes on)",
-        f"step time t_step(B) = {fit.alpha * 1e3:.3g} ms + {fit.beta * 1e6:.3g} us x B (from batch sizes "
-        f"{', '.join(map(str, fit.batch_sizes))})",
+        f"predicted critical batch ~ {say(Prediction('critical batch', p.b_simple, policy.tuned))} (B_simple from "
+        "the profile; a prediction, usually low: B_simple grows as training goes on; "
+        f"{policy.assumption()})",
+        wall,
     ]
     if p.best_power_of_two is not None:
         lines.append(
@@ -177,6 +203,9 @@ class ProfileCheck:
     fitted_off: float  # powers of two between predicted_best and fitted_best
     fitted_bcrit: float  # samples: the sweep's fitted Bcrit; NaN when the fit gives only a bound or none
     differences: dict = field(default_factory=dict)  # spec field -> [profile's value, sweep's value] (TASK_FIELDS)
+    has_target: bool = True  # False: the sweep had no target, so nothing to check against
+    lr_policy: LrPolicy | None = None  # the sweep's learning-rate policy (None: not known)
+    profile_tuned: bool = True  # False: the profile trained at one fixed rate, so it printed no best batch
 
     @property
     def within_one(self) -> bool | None:
@@ -214,6 +243,9 @@ def compare_with_sweep(p: ProfilePrediction, analysis, spec: dict | None = None)
         fitted_off=powers_of_two_apart(p.best_batch, analysis.best_predicted),
         fitted_bcrit=fit.bcrit.value if fit is not None and not fit.bcrit.bounded else math.nan,
         differences=task_differences(p.settings, spec) if spec is not None else {},
+        has_target=bool(analysis.target),
+        profile_tuned=p.policy.tuned,
+        lr_policy=getattr(analysis, "lr_policy", None),
     )
 
 
@@ -238,15 +270,32 @@ def _check_text(check: ProfileCheck) -> str:
     if not (math.isfinite(check.predicted_best) and check.predicted_best > 0):
         return head + ": no best batch (its step-time line had no positive fixed cost and slope), so nothing to check."
     head += f": best batch ~{check.predicted_best:,.0f}"
+    neutral = (
+        f"The profile's B_simple ~ {check.predicted_bcrit:,.0f} and its step time give "
+        f"sqrt(B_simple x alpha/beta) ~{check.predicted_best:,.0f} as the best batch"
+    )
+    if not check.profile_tuned:  # the profile itself said it predicts nothing at its fixed rate
+        head = neutral + " (a prediction only for a sweep whose rate is tuned per batch size)"
+    if not check.has_target:
+        return head + (
+            "; this sweep has no target, so it can neither confirm nor refute it (a sweep with --target "
+            "measures the time to target per batch size)."
+        )
+    policy = check.lr_policy
+    if policy is not None and not policy.tuned:
+        seen = (
+            f" (for the record: the fastest to the target here was batch {check.measured_best:,}, "
+            f"{check.measured_off:.1f} powers of two from it)"
+            if check.measured_best is not None and math.isfinite(check.measured_off)
+            else ""
+        )
+        return f"{neutral}, but as a prediction {policy.assumption()}{seen}; {policy.instead()}."
     if check.measured_best is None:
         return head + (
             "; no batch size of this sweep met its target in every run, so it can neither confirm nor refute it."
         )
-    verdict = "within one, the goal" if check.within_one else "not within one, the goal"
-    text = (
-        f"{head}; the fastest to the target here was batch {check.measured_best:,}: "
-        f"{check.measured_off:.1f} powers of two apart ({verdict})"
-    )
+    apart = say(PowersApart(check.measured_off, bool(check.within_one)))
+    text = f"{head}; the fastest to the target here was batch {check.measured_best:,}: {apart}"
     if math.isfinite(check.fitted_off):
         text += (
             f". This sweep's own fit puts the best at ~{check.fitted_best:,.0f}, "

@@ -85,12 +85,14 @@ def fit_line(x, y, relative: bool = True) -> LineFit | None:
                 weights = np.ones_like(y)
                 break
             u = np.abs(r) / (constant * sigma)
+            previous = weights
             if psi == "huber":
                 weights = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-300))
             else:
                 weights = np.where(u < 1, (1 - u**2) ** 2, 0.0)
             line = _weighted_line(x, y, weights * scale_of**2)
-            if line is None:
+            if line is None:  # no point kept (bisquare can cycle to all-zero weights on a near-exact fit)
+                weights = previous
                 break
             moved = abs(line[0] - a) + abs(line[1] - b) * (np.abs(x).max() or 1.0)
             a, b = line

@@ -17,6 +17,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from batchlab.core.analysis.claims import Seconds, say
 from batchlab.core.model import RunData
 
 # (attribute, words) in the order a child goes through them
@@ -78,7 +79,8 @@ def one_time_costs(run: RunData) -> OneTimeCosts | None:
 
 
 def _s(seconds: float) -> str:
-    return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s"
+    """Seconds as start-up says them (0.43 s, 2.1 s), a checked claim (claims.Seconds)."""
+    return say(Seconds(seconds, "short"))
 
 
 def _runs(numbers: list[int]) -> str:

@@ -28,8 +28,8 @@ from batchlab.core.model import SweepData
 from tests.core.analysis_sweeps import ALPHA, BCRIT, BETA, SMIN, TARGET, steps_to_target, target_sweep
 from tests.core.test_explain import synthetic_sweep
 
-# The recommendation of target_sweep(missed=(512,)); after a deliberate change of the wording, rewrite it with
-# BATCHLAB_UPDATE_GOLDEN=1 pytest tests/core/test_analysis.py and read the diff before committing it.
+# The recommendation of target_sweep(missed=(512,), linear_from=8); after a deliberate change of the wording, rewrite
+# it with BATCHLAB_UPDATE_GOLDEN=1 pytest tests/core/test_analysis.py and read the diff before committing it.
 GOLDEN = Path(__file__).parent / "data" / "advice_golden.txt"
 
 
@@ -135,7 +135,7 @@ def test_measured_regimes_between_batch_sizes_follow_the_per_doubling_ratio():
 
 
 def test_analyse_a_target_sweep_finds_the_known_curve_and_best_batch():
-    analysis = analyse(target_sweep())
+    analysis = analyse(target_sweep(linear_from=8))  # a rate rule: the predicted minimum's assumption holds
     fit = analysis.critical
     assert fit.bcrit.kind == "=" and fit.bcrit.value == pytest.approx(BCRIT, rel=0.10)
     assert fit.smin == pytest.approx(SMIN, rel=0.10)
@@ -157,7 +157,7 @@ def test_analyse_a_target_sweep_finds_the_known_curve_and_best_batch():
     assert noise == sorted(noise, reverse=True)
     assert by_size[8].loss_noise.mean == pytest.approx(0.4 / math.sqrt(8) * math.sqrt(2), rel=0.25)
     assert by_size[64].gap.mean == pytest.approx(0.45 - (0.3 + 0.0002 * 64)) and by_size[64].gap_at == "target"
-    assert by_size[64].lr == 0.05
+    assert by_size[64].lr == 0.05 * 64 / 8
     text = json.dumps(analysis.as_dict(), allow_nan=False)  # plain JSON, NaN as null
     assert json.loads(text)["critical"]["bcrit"]["kind"] == "="
 
@@ -169,14 +169,14 @@ def test_recommendation_text_of_a_fixed_sweep_matches_the_golden_file():
     from tests.core.test_noise_scale import profile_sweep
 
     profile = predict_from_profile(profile_sweep(b_simple=128.0))
-    text = "\n".join(analyse(target_sweep(missed=(512,)), profile).recommendation) + "\n"
+    text = "\n".join(analyse(target_sweep(missed=(512,), linear_from=8), profile).recommendation) + "\n"
     if os.environ.get("BATCHLAB_UPDATE_GOLDEN"):
         GOLDEN.write_text(text, encoding="utf-8")
     assert text == GOLDEN.read_text(encoding="utf-8")
 
 
 def test_the_noise_scale_of_the_runs_fills_its_slot_and_is_compared_with_the_fit():
-    analysis = analyse(target_sweep(sizes=(8, 32, 128, 512), b_simple=70.0))
+    analysis = analyse(target_sweep(sizes=(8, 32, 128, 512), b_simple=70.0, linear_from=8))
     ns = analysis.noise_scale
     runs = 8  # each run's final estimate is 70 x (1 + index/100), index 0..7
     assert ns.runs == runs and ns.low == 70.0 and ns.high == pytest.approx(70 * 1.07)
@@ -207,7 +207,7 @@ def test_the_learning_rate_named_is_the_rules_peak_not_where_warmup_starts():
 
 
 def test_a_step_time_line_without_a_fixed_cost_gives_no_predicted_minimum_and_says_why():
-    analysis = analyse(target_sweep(alpha=-1e-4))
+    analysis = analyse(target_sweep(alpha=-1e-4, linear_from=8))
     assert analysis.step_time.alpha < 0 and math.isnan(analysis.best_predicted)
     assert any(
         "T(B) then only grows with B: by this model the smallest batch is fastest" in p for p in analysis.recommendation
@@ -225,7 +225,7 @@ def test_a_sweep_still_running_says_which_runs_are_to_come_not_that_they_failed(
 
 
 def test_one_regime_sweep_says_bcrit_is_a_bound_and_gives_no_predicted_optimum():
-    analysis = analyse(target_sweep(sizes=(1, 2, 4), seeds=(0,)))
+    analysis = analyse(target_sweep(sizes=(1, 2, 4), seeds=(0,), linear_from=1))
     assert analysis.critical.bcrit.kind == ">="
     assert math.isnan(analysis.best_predicted) and analysis.regime_source == "measured"
     text = "\n".join(analysis.recommendation)

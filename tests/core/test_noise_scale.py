@@ -327,7 +327,9 @@ def test_a_later_sweep_says_how_far_the_prediction_was_off():
 
     from tests.core.analysis_sweeps import target_sweep
 
-    analysis = analyse(target_sweep())  # Bcrit 64, the same step time: its best is near 72 too
+    analysis = analyse(
+        target_sweep(linear_from=8)
+    )  # a rate rule, Bcrit 64, the same step time: its best is near 72 too
     right = check_prediction(predict_from_profile(profile_sweep(b_simple=64.0)), analysis)
     assert f"the fastest to the target here was batch {analysis.best_measured:,}" in right
     assert "(within one, the goal)" in right
@@ -335,7 +337,7 @@ def test_a_later_sweep_says_how_far_the_prediction_was_off():
     wrong = check_prediction(wrong_profile, analysis)
     assert "(not within one, the goal)" in wrong
     # the recommendation carries the same check, and report --json its numbers
-    checked = analyse(target_sweep(), wrong_profile)
+    checked = analyse(target_sweep(linear_from=8), wrong_profile)
     assert wrong in checked.recommendation and checked.recommendation.index(wrong) == 2  # after the fastest batch
     check = checked.as_dict()["profile_check"]
     assert check["predicted_best"] == pytest.approx(math.sqrt(4096 * ALPHA / BETA))
@@ -346,7 +348,7 @@ def test_a_later_sweep_says_how_far_the_prediction_was_off():
     assert checked.profile_check.differences == {}  # the same task: nothing said about settings
     # a profile of another task (another rate rule, another data size) says the check compares two tasks
     other = replace(wrong_profile, settings={**wrong_profile.settings, "lr_rule": "sqrt", "samples": 5000})
-    text = analyse(target_sweep(), other).recommendation[2]
+    text = analyse(target_sweep(linear_from=8), other).recommendation[2]
     assert text.endswith(
         "The profile trained something else than this sweep (samples 5000 there, the default here; lr_rule sqrt "
         "there, the default here), so this compares two tasks."

@@ -21,7 +21,7 @@ def _curve(view, plot_id: str, name_start: str) -> pg.PlotDataItem:
 def test_the_analysis_tab_shows_the_numbers_of_the_analysis_and_what_a_sweep_without_target_needs(
     main_window, qtbot, tmp_path
 ):
-    data = target_sweep(missed=(512,), b_simple=70.0)
+    data = target_sweep(missed=(512,), b_simple=70.0, linear_from=8)  # a rate rule: T(B) is predicted
     main_window._show_sweep(data, "main")
     main_window.views.setCurrentWidget(main_window.analysis)
     view = main_window.analysis

@@ -35,7 +35,7 @@ def test_the_summary_explains_a_reopened_file_with_cores_own_paragraphs(main_win
     expected = explain_sweep(SweepData.from_file(path), peak_flops=None)
     assert len(expected) >= 3 and w.explanation.paragraphs == expected
     text = w.explanation.text.toPlainText()
-    assert all(p in text for p in expected) and "Step time t(B) = alpha + beta*B" in text
+    assert all(p in text for p in expected) and "Step compute time t(B) = alpha + beta*B" in text
     # beside, not instead of, the plots: at 1024x700 both keep a usable height
     w.resize(1024, 700)
     w.refresh(full=True)
