@@ -602,12 +602,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         from batchlab.core.analysis.analyse import analyse
 
-        payload = {"runs": rows, "analysis": analyse(sweep, profile).as_dict()}
+        payload = {"sweep": {"status": sweep.status, "message": sweep.message}, "runs": rows}
+        payload["analysis"] = analyse(sweep, profile).as_dict()
         payload.update(_profile_json(args.file, sweep))
         print(json.dumps(payload, indent=2, default=str))
         return EXIT_OK
     env = sweep.environment
-    print(f"{args.file}: sweep {sweep.status}; {env.get('device_description', 'unknown device')}")
+    print(f"{args.file}: sweep {sweep.status_text}; {env.get('device_description', 'unknown device')}")
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
     line = target_line(sweep.spec)
     if line:
