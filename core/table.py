@@ -20,7 +20,7 @@ TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
     ("seed", "seed", "{:d}"),
     ("final_loss", "final loss", "{:.4g}"),
     ("total_time", "time (s)", "{:.1f}"),
-    ("samples_per_s", "samples/s", "{:.0f}"),
+    ("samples_per_s", "steady samples/s", "{:.0f}"),
     ("tracing_time", "tracing (s)", "{:.2f}"),
     ("first_epoch_peak_bytes", "mem 1st epoch (MiB)", "{:.1f}"),
     ("steady_peak_bytes", "mem steady (MiB)", "{:.1f}"),

@@ -44,7 +44,7 @@ COLUMNS: list[tuple[str, Callable[[str, RunData], object], Callable[[object], st
     ("batch size", lambda s, r: r.batch_size, str),
     ("seed", lambda s, r: r.seed, str),
     ("time (s)", lambda s, r: metric_value(r, "total_time"), _num(".2f")),
-    ("throughput (samples/s)", lambda s, r: metric_value(r, "throughput"), _num(",.0f")),
+    ("steady throughput (samples/s)", lambda s, r: metric_value(r, "throughput"), _num(",.0f")),
     ("step time (ms)", lambda s, r: r.figures.step_time * 1e3, _num(".3g")),
     ("tracing (s)", lambda s, r: r.figures.tracing_time, _num(".2f")),
     ("peak memory (MiB)", lambda s, r: metric_value(r, "peak_memory"), _num(",.1f")),
@@ -236,7 +236,7 @@ class RunsTable(QTableView):
         self.selectionModel().selectionChanged.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self.fit_columns)
-        self.fit_columns()  # headers whole before the first row (an empty table cut "throughput (samples/s)")
+        self.fit_columns()  # headers whole before the first row (an empty table cut "steady throughput (samples/s)")
 
     def set_status_colours(self, colours: dict[str, str]) -> None:
         """Backgrounds of the status cells, by status (the theme's, so their text stays readable)."""
