@@ -82,8 +82,8 @@ def _data_facts(data: str, shapes):
 
 
 def _sample_problem(expected: PresetShape, sample: tuple[int, ...] | None) -> str | None:
-    if sample is None:
-        return None  # the data checks say what is missing
+    if not sample:
+        return None  # missing, or 1-D x_train: the data checks say what is wrong
     if expected.values is not None and int(np.prod(sample)) != expected.values:
         return f"{int(np.prod(sample))} values per sample (shape {sample}), not {expected.values}"
     if expected.image is not None and sample not in (expected.image, (*expected.image, 1)):
@@ -97,7 +97,9 @@ def _label_problem(expected: PresetShape, data: str, known: tuple[int, int] | No
     if span is None:
         return None  # no labels, or not class indices: the data checks refuse those
     low, high = span
-    if low < 0 or high >= expected.classes:
+    if low < 0:
+        return None  # negative labels: the data checks refuse them, for every workload
+    if high >= expected.classes:
         return f"labels {low} to {high}, not 0 to {expected.classes - 1} ({expected.classes} classes)"
     return None
 
