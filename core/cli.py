@@ -35,7 +35,12 @@ class _Parser(argparse.ArgumentParser):
 # (option, spec field, help); every value is parsed by core.spec, never here.
 SWEEP_OPTIONS = (
     ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default {DEFAULT_PRESET})"),
-    ("--workload", "workload", "autoencoder, cnn, mlp or keras-file (default: the preset's)"),
+    (
+        "--workload",
+        "workload",
+        "autoencoder, cnn, mlp or keras-file (default: the preset's); without --preset, the preset of that name, "
+        "its model sized from the data",
+    ),
     ("--model", "model_file", "a .keras model file (loaded in safe mode); implies --preset keras-file; ~ allowed"),
     (
         "--data",
