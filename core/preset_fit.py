@@ -48,15 +48,20 @@ PRESET_SHAPES = {
 _LABELS_CACHE: dict[tuple, tuple[int, int] | None] = {}
 
 
+def promises_shape(preset: str, workload: str) -> bool:
+    """True when the run's model is the one `preset` names (its own workload), so the data must fit it."""
+    return preset in PRESET_SHAPES and workload == PRESETS[preset].defaults["workload"]
+
+
 def check_preset_fits(preset: str, workload: str, data: str, shapes: dict[str, tuple[int, ...]] | None) -> None:
     """Raise SpecError (field "data") when the data contradicts the model `preset` names.
 
     Applies only while the run's workload is the preset's own (another workload is sized from the
     data). `shapes`: the data file's array shapes (core.datasets.array_shapes); None for a Keras dataset.
     """
-    expected = PRESET_SHAPES.get(preset)
-    if expected is None or workload != PRESETS[preset].defaults["workload"]:
+    if not promises_shape(preset, workload):
         return
+    expected = PRESET_SHAPES[preset]
     name, sample, classes = _data_facts(data, shapes)
     problem = _sample_problem(expected, sample)
     if problem is None and expected.classes is not None:

@@ -870,8 +870,10 @@ def _check_preset_fit(parsed: dict[str, Any], errors: dict[str, SpecError]) -> N
     if data is None or data in BUNDLED_SOURCES or preset is None or workload is None or "data" in errors:
         return
     from batchlab.core.datasets import array_shapes  # deferred: core.datasets imports this module
-    from batchlab.core.preset_fit import check_preset_fits
+    from batchlab.core.preset_fit import check_preset_fits, promises_shape
 
+    if not promises_shape(preset, workload):
+        return  # sized from the data, or the user's model: no header to read on every edit
     try:
         shapes = None
         if not data.startswith(KERAS_PREFIX):
