@@ -880,7 +880,7 @@ def _check_preset_fit(parsed: dict[str, Any], errors: dict[str, SpecError]) -> N
             shapes = array_shapes(data, parsed.get("target_column"), parsed.get("val_fraction", 0.0))
         check_preset_fits(preset, workload, data, shapes)
     except SpecError as e:
-        if e.field == "data" and not errors.get("target_column"):
+        if e.field == "data":  # (a CSV column the file lacks is already said under target_column)
             errors["data"] = e
 
 
