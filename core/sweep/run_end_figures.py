@@ -39,12 +39,12 @@ class RunEndFigures:
                 values = event.get(key)
                 # a column the producer does not send (an older child) stays out, so figures see it as absent
                 if values is not None and len(values) == rows:
-                    self._steps[run][key].extend(values)
+                    self._steps[run][key].append(np.asarray(values, dtype=np.float64))  # 8 bytes a value
         elif kind == EPOCH_ENDED:
             for key in EPOCH_KEYS:
                 self._epochs[run][key].append(event.get(key, np.nan))
         elif kind == RUN_ENDED:
-            steps = {k: np.asarray(v) for k, v in self._steps.pop(run, {}).items()}
+            steps = {k: np.concatenate(v) for k, v in self._steps.pop(run, {}).items()}
             epochs = {k: np.asarray(v, dtype=np.float64) for k, v in self._epochs.pop(run, {}).items()}
             if steps.get("step") is not None and len(steps["step"]):
                 event["samples_per_s"] = steady_throughput(steps, epochs)
