@@ -35,7 +35,12 @@ class _Parser(argparse.ArgumentParser):
 # (option, spec field, help); every value is parsed by core.spec, never here.
 SWEEP_OPTIONS = (
     ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default {DEFAULT_PRESET})"),
-    ("--workload", "workload", "autoencoder, cnn, mlp or keras-file (default: the preset's)"),
+    (
+        "--workload",
+        "workload",
+        "autoencoder, cnn, mlp or keras-file (default: the preset's); without --preset, the preset of that name, "
+        "its model sized from the data",
+    ),
     ("--model", "model_file", "a .keras model file (loaded in safe mode); implies --preset keras-file; ~ allowed"),
     (
         "--data",
@@ -606,12 +611,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         from batchlab.core.analysis.analyse import analyse
 
-        payload = {"runs": rows, "analysis": analyse(sweep, profile).as_dict()}
+        payload = {"sweep": {"status": sweep.status, "message": sweep.message}, "runs": rows}
+        payload["analysis"] = analyse(sweep, profile).as_dict()
         payload.update(_profile_json(args.file, sweep))
         print(json.dumps(payload, indent=2, default=str))
         return EXIT_OK
     env = sweep.environment
-    print(f"{args.file}: sweep {sweep.status}; {env.get('device_description', 'unknown device')}")
+    print(f"{args.file}: sweep {sweep.status_text}; {env.get('device_description', 'unknown device')}")
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
     line = target_line(sweep.spec)
     if line:

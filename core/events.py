@@ -29,8 +29,9 @@ Event types, in the order a sweep emits them:
 - ``evaluation``: ``run``, and one value per column of ``EVAL_COLUMNS``: one evaluation point
   (runs with a target or ``eval_every``; see core/targets.py for the metrics)
 - ``run_ended``: ``run``, ``status`` (one of ``RUN_STATUSES``), ``message``,
-  ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s`` (from untraced
-  steps/epochs) and ``tracing_time_s`` (one-time cost of tracing: traced steps' time minus what
+  ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s`` (the steady
+  throughput; the parent sets it from the step rows by core.figures.steady_throughput before the file
+  records it) and ``tracing_time_s`` (one-time cost of tracing: traced steps' time minus what
   as many untraced steps take at their median)
 - ``lr_range``: ``run``, and one list per column of ``LR_RANGE_COLUMNS``: points of an LR range
   test (``batchlab lr-find``, core/lr_range.py); its ``run_ended`` adds ``suggested_lr``,
@@ -153,7 +154,13 @@ EPOCH_COLUMNS = (
     Column("val_loss", "float64", "", "validation loss after the epoch (NaN when validation is off)"),
     Column("val_accuracy", "float64", "", "validation accuracy after the epoch (NaN without labels)"),
     Column("val_time", "float64", "s", "wall time of the validation pass"),
-    Column("samples_per_s", "float64", "samples/s", "training samples divided by epoch_time"),
+    Column(
+        "samples_per_s",
+        "float64",
+        "samples/s",
+        "epoch throughput: training samples divided by epoch_time (every step, traced ones included); "
+        "the run's steady throughput (run attribute samples_per_s) leaves traced steps out",
+    ),
     Column("traced_steps", "int32", "", "steps in the epoch during which the step function was traced"),
     Column("tracing_time", "float64", "s", "sum of step_time of the epoch's traced steps"),
     Column("tf_peak_bytes", "int64", "bytes", "TensorFlow allocator peak during the epoch (-1: not available)"),

@@ -7,7 +7,7 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
 - final loss: the ``train_loss`` of the last finished epoch; when no epoch finished (or its
   loss is not finite), the sample-weighted mean of the finite step losses after it.
 - total time (s): run_ended's ``total_time`` when it came, else the last recorded ``wall_time``.
-- steady throughput (samples/s): samples over wall time of the untraced steps, each step's
+- steady throughput (samples/s; its name in every view): samples over wall time of the untraced steps, each step's
   wall time being the gap to the step before it (for the first step of a later epoch: its own
   fetch_time + step_time, timed from the start of the epoch's clock; where those are not measured,
   the gap to the end of the previous epoch, validation included, so validation is left out). Files without a
@@ -29,7 +29,8 @@ numpy only. The rules (docs/runfile-format.md, *Figures*, says the same for read
   row that met the target by the rule above, with the text "met val_accuracy>0.98 at step 1,350".
 - running epoch (the live window's provisional points, not a run figure): the epoch of the last
   step while no epoch row has ended it; the sample-weighted mean loss of its steps so far and
-  their samples over their step durations (as for throughput); its time so far (the sum of
+  their samples over their step durations, traced ones included (its epoch throughput so far, as the
+  epoch row's samples_per_s = samples / epoch_time will give it); its time so far (the sum of
   those durations) split as the epoch row splits its epoch_time: compute (sum of step_time),
   input wait (sum of input_wait) and the rest. The steps of earlier epochs are not needed:
   running_epoch_rows gives the first row a caller has to pass (the one before the running
@@ -62,7 +63,7 @@ class RunFigures:
 
     final_loss: float
     total_time: float  # s
-    samples_per_s: float  # steady-state throughput, samples/s
+    samples_per_s: float  # steady throughput, samples/s (untraced steps; not the epochs' epoch throughput)
     step_time: float  # steady-state median step compute time, s
     epoch_time: float  # steady-state mean epoch time, s
     tracing_time: float  # one-time tracing/compiling cost, s
@@ -217,7 +218,7 @@ class RunningEpoch:
     epoch: int  # 0-based index of the running epoch
     steps: int  # its steps so far
     train_loss: float  # sample-weighted mean loss of those steps
-    samples_per_s: float  # their samples over their wall time (step_durations)
+    samples_per_s: float  # epoch throughput so far: their samples over their wall time (step_durations)
     elapsed_s: float = math.nan  # s: their wall time so far (sum of step_durations)
     compute_s: float = math.nan  # s: sum of their step_time (NaN if a step was not timed)
     input_wait_s: float = math.nan  # s: sum of their input_wait

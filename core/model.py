@@ -29,7 +29,8 @@ from batchlab.core.figures import (
     run_figures,
 )
 from batchlab.core.runfile.format import column_values
-from batchlab.core.runfile.reader import SweepRecord, read_run_file
+from batchlab.core.runfile.liveness import WRITER_GONE_MESSAGE, writer_gone
+from batchlab.core.runfile.reader import SweepRecord, read_run_file, status_if_writer_gone
 
 __all__ = [
     "FAILED_STATUSES",
@@ -349,7 +350,30 @@ class SweepData:
                 k: [float(x) for x in v] for k, v in (rec.evals or {}).items() if k not in ev.EVAL_COLUMN_NAMES
             }
             data.runs[run.index] = run
+        data.end_if_writer_gone()
         return data
+
+    def end_if_writer_gone(self) -> bool:
+        """Read a file whose writer died as ended: when its sweep still says "running" and the process that
+        wrote it is gone (core.runfile.liveness.writer_gone, the one rule), the sweep and its running run
+        become "interrupted" with the message "the writing process ended". True when it applied."""
+        if not writer_gone(self.status, self.file_attrs):
+            return False
+        self.status, self.message = status_if_writer_gone(self.status), WRITER_GONE_MESSAGE
+        for run in self.runs.values():
+            if run.status == "running":
+                run.status, run.message = status_if_writer_gone(run.status), WRITER_GONE_MESSAGE
+                run.touch()
+        self.summary_version = next_version()
+        return True
+
+    @property
+    def status_text(self) -> str:
+        """The sweep's status as `batchlab report` and the window word it: "complete", "running",
+        "interrupted (the writing process ended)", "failed (why)"."""
+        if self.message and self.status not in ("complete", "running"):
+            return f"{self.status} ({self.message})"
+        return self.status
 
     @classmethod
     def from_file(cls, path: str | Path, label: str = "") -> SweepData:

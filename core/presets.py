@@ -94,8 +94,8 @@ PRESETS: dict[str, Preset] = {
             name="mnist-cnn",
             title="MNIST small CNN",
             description=(
-                "conv 10@5x5, max-pool 2, conv 20@5x5, max-pool 2, conv 40@3x3, max-pool 2, dense 10, "
-                "log-softmax; SGD lr 0.02, momentum 0.5; shuffled batches."
+                "10 classes (labels 0-9) of 28x28 images: conv 10@5x5, max-pool 2, conv 20@5x5, max-pool 2, "
+                "conv 40@3x3, max-pool 2, dense 10, log-softmax; SGD lr 0.02, momentum 0.5; shuffled batches."
             ),
             defaults={
                 **COMMON_DEFAULTS,
@@ -229,6 +229,47 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+# The workloads sized from the data (core/preset_fit.py): what `--workload NAME` without --preset means, and the
+# choice for data that does not fit an MNIST preset's model. Their settings are the MNIST preset's of that workload;
+# the run's log says the model built.
+SIZED_FROM_DATA = {"autoencoder": "mnist-autoencoder", "cnn": "mnist-cnn", "mlp": "mnist-mlp"}
+PRESETS.update(
+    {
+        p.name: p
+        for p in (
+            Preset(
+                name="autoencoder",
+                title="Dense autoencoder sized from the data",
+                description=(
+                    "F-128-32-128-F dense autoencoder for samples of F values (784 on MNIST; any layout, "
+                    "flattened), sigmoid output, binary cross-entropy summed over the F values, inputs in [0, 1]; "
+                    "Adam lr 0.001, 10 epochs. Sized from the data: the run's log says the model it built."
+                ),
+                defaults=dict(PRESETS["mnist-autoencoder"].defaults),
+            ),
+            Preset(
+                name="cnn",
+                title="Small CNN sized from the data",
+                description=(
+                    "The mnist-cnn layers for H x W images (22x22 or larger) with any channels, one output per "
+                    "class from 0 to the largest label; SGD lr 0.02, momentum 0.5. Sized from the data: the "
+                    "run's log says the model it built."
+                ),
+                defaults=dict(PRESETS["mnist-cnn"].defaults),
+            ),
+            Preset(
+                name="mlp",
+                title="MLP classifier sized from the data",
+                description=(
+                    "F-256-C ReLU classifier for samples of F values (flattened) and C classes (0 to the largest "
+                    "label); Adam lr 0.001. Sized from the data: the run's log says the model it built."
+                ),
+                defaults=dict(PRESETS["mnist-mlp"].defaults),
+            ),
+        )
+    }
+)
 
 
 def preset_defaults(name: str) -> dict[str, Any]:

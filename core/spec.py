@@ -16,7 +16,7 @@ from typing import Any
 
 from batchlab.core.batch_rules import BATCH_SCHEDULE_ALIASES, BATCH_SCHEDULES
 from batchlab.core.lr_rules import LR_RULE_ALIASES, LR_RULES, LR_SCHEDULES, WARMUP_UNITS, warmup_steps
-from batchlab.core.presets import DEFAULT_PRESET, PRESETS, WORKLOADS, preset_defaults
+from batchlab.core.presets import DEFAULT_PRESET, PRESETS, SIZED_FROM_DATA, WORKLOADS, preset_defaults
 from batchlab.core.targets import (
     ACCURACY_METRICS,
     TARGET_METRICS,
@@ -851,6 +851,7 @@ def _parse_all(
         except SpecError as e:
             errors["epochs"] = e
     _fit_to_data(parsed, errors, given=_given_fields(values, blank_means_default))
+    _check_preset_fit(parsed, errors)
     _check_combinations(parsed, errors)
     _check_target(parsed, errors)
     return parsed, errors
@@ -862,9 +863,34 @@ def _given_fields(values: Mapping[str, Any], blank_means_default: bool) -> set[s
     return {k for k, v in flat.items() if not (blank_means_default and _blank(v))}
 
 
+def _check_preset_fit(parsed: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """Data that contradicts the model its preset names (width, image shape, label range) is an error under
+    "data" (core/preset_fit.py); another workload than the preset's is sized from the data."""
+    data, preset, workload = parsed.get("data"), parsed.get("preset"), parsed.get("workload")
+    if data is None or data in BUNDLED_SOURCES or preset is None or workload is None or "data" in errors:
+        return
+    from batchlab.core.datasets import array_shapes  # deferred: core.datasets imports this module
+    from batchlab.core.preset_fit import check_preset_fits, promises_shape
+
+    if not promises_shape(preset, workload):
+        return  # sized from the data, or the user's model: no header to read on every edit
+    try:
+        shapes = None
+        if not data.startswith(KERAS_PREFIX):
+            shapes = array_shapes(data, parsed.get("target_column"), parsed.get("val_fraction", 0.0))
+        check_preset_fits(preset, workload, data, shapes)
+    except SpecError as e:
+        if e.field == "data":  # (a CSV column the file lacks is already said under target_column)
+            errors["data"] = e
+
+
 def _implied_by_model_file(values: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A .keras file named without a preset or workload means the user's-model preset and workload."""
+    """A .keras file named without a preset or workload means the user's-model preset and workload; a workload
+    named without a preset, the preset of that workload sized from the data (core.presets.SIZED_FROM_DATA)."""
     if _blank(values.get("model_file")):
+        workload = values.get("workload")
+        if _blank(values.get("preset")) and not _blank(workload) and str(workload).strip() in SIZED_FROM_DATA:
+            return {**values, "preset": str(workload).strip()}
         return values
     out = dict(values)
     if _blank(out.get("preset")):

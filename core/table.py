@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from batchlab.core.model import SweepData
+from batchlab.core.runfile.liveness import WRITER_GONE_MESSAGE
 from batchlab.core.runfile.reader import SweepRecord, status_if_writer_gone
 from rich.console import Console
 from rich.table import Table
@@ -19,7 +20,7 @@ TABLE_COLUMNS = (  # (row key, header, format); numbers are right-aligned
     ("seed", "seed", "{:d}"),
     ("final_loss", "final loss", "{:.4g}"),
     ("total_time", "time (s)", "{:.1f}"),
-    ("samples_per_s", "samples/s", "{:.0f}"),
+    ("samples_per_s", "steady samples/s", "{:.0f}"),
     ("tracing_time", "tracing (s)", "{:.2f}"),
     ("first_epoch_peak_bytes", "mem 1st epoch (MiB)", "{:.1f}"),
     ("steady_peak_bytes", "mem steady (MiB)", "{:.1f}"),
@@ -42,16 +43,20 @@ def summary_rows(sweep: SweepData | SweepRecord, writer_gone: bool = False) -> l
     steady_peak_bytes (bytes, -1 unknown) and peak_memory_source).
 
     Takes the sweep model (live) or a record read from a file: the figures come from the model
-    either way. With `writer_gone`, runs the file still calls "running" are reported as "interrupted".
+    either way, so a file whose writer died reads "interrupted" (SweepData.end_if_writer_gone). With
+    `writer_gone`, runs still "running" are reported "interrupted" whatever the writer's state (a caller
+    that knows the writer stopped).
     """
     data = sweep if isinstance(sweep, SweepData) else SweepData.from_record(sweep)
     rows = []
     for run in data.ordered_runs():
-        status = status_if_writer_gone(run.status) if writer_gone else run.status
+        status, message = run.status, run.message
+        if writer_gone and status == "running":
+            status, message = status_if_writer_gone(status), WRITER_GONE_MESSAGE
         row = {"index": run.index, "batch_size": run.batch_size, "seed": run.seed, "status": status}
         row.update(run.figures.as_dict())
         row["metrics"] = run.final_metrics  # the model's compiled metrics at the end: {"val_mae": 0.12, ...}
-        row["message"] = run.message
+        row["message"] = message
         rows.append(row)
     return rows
 

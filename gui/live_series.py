@@ -39,7 +39,7 @@ PLOTS = {
     "loss_time": ("Loss vs time", "time in run", "s", "training loss", None),
     "loss_epoch": ("Loss per epoch", "epoch", None, "loss", None),
     "epoch_split": ("Time split", "batch size", None, "mean epoch time", "s"),
-    "throughput": ("Throughput", "epoch", None, "throughput", "samples/s"),
+    "throughput": ("Throughput", "epoch", None, "epoch throughput", "samples/s"),  # the axis names which one
     "memory": ("Memory", "epoch", None, "memory", "MiB"),
 }
 # The loss plot's x axis choices: id -> (menu text, title, axis label, units)

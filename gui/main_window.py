@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from batchlab.core import events as ev
-from batchlab.core.model import FAILED_STATUSES, SweepData, next_version
-from batchlab.core.runfile import status_if_writer_gone
+from batchlab.core.model import FAILED_STATUSES, SweepData
 from batchlab.core.spec import SpecError, SweepSpec
 from batchlab.core.spec_diff import differences_text, spec_differences
 from batchlab.core.sweep.progress import SweepProgress, format_duration
@@ -404,15 +403,12 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.status_label.setText(f"{data.label}: sweep {data.status}" + (f" ({data.message})" if data.message else ""))
 
     def _show_writer_stopped(self, why: str) -> None:
-        """A followed file's writer died: its running run is shown interrupted, the status bar says why."""
+        """A followed file went still: if its writer died, its running run reads interrupted (the rule every reader
+        of the file uses); the status bar says why following stopped."""
         data = self.data
         if data is None:
             return
-        for run in data.runs.values():
-            if run.status == "running":  # as batchlab report reads a file whose writer is gone
-                run.status, run.message = status_if_writer_gone(run.status), why
-                run.touch()
-        data.summary_version = next_version()
+        data.end_if_writer_gone()  # the rule batchlab report and a reopened file use (core.runfile.liveness)
         self._following = False
         self._show_sweep(data, "main")
         self.progress_bar.setVisible(False)

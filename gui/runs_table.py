@@ -44,7 +44,7 @@ COLUMNS: list[tuple[str, Callable[[str, RunData], object], Callable[[object], st
     ("batch size", lambda s, r: r.batch_size, str),
     ("seed", lambda s, r: r.seed, str),
     ("time (s)", lambda s, r: metric_value(r, "total_time"), _num(".2f")),
-    ("throughput (samples/s)", lambda s, r: metric_value(r, "throughput"), _num(",.0f")),
+    ("steady throughput (samples/s)", lambda s, r: metric_value(r, "throughput"), _num(",.0f")),
     ("step time (ms)", lambda s, r: r.figures.step_time * 1e3, _num(".3g")),
     ("tracing (s)", lambda s, r: r.figures.tracing_time, _num(".2f")),
     ("peak memory (MiB)", lambda s, r: metric_value(r, "peak_memory"), _num(",.1f")),
@@ -180,13 +180,13 @@ class RunsModel(QAbstractTableModel):
         """The table's columns plus each run's context, header first (the CSV export).
 
         Context: the sweep's file, its key settings and every setting in which the shown sweeps
-        differ, the epochs and steps done, learning rate, engine, and every figure of the run.
+        differ, the epochs and steps done, learning rate, engine, the run's message (why it ended so) and every figure.
         """
         specs = {source: data.spec for source, data in self.sources.items()}
         differing = spec_differences(specs) if len(specs) > 1 else {}
         settings = [*SPEC_CONTEXT, *(key for key in differing if key not in (*SPEC_CONTEXT, "lr"))]
         header = [*self.rows_as_text()[0], *settings, "epochs done", "steps done", "learning rate"]
-        header += ["engine", *FIGURE_NAMES]
+        header += ["engine", "message", *FIGURE_NAMES]
         metrics = metric_names([{"metrics": run.final_metrics} for _, run in self._rows])
         header += [f"final {name}" for name in metrics]  # the model's compiled metrics (core.figures)
         out = [header]
@@ -196,7 +196,7 @@ class RunsModel(QAbstractTableModel):
             figures = run.figures.as_dict()
             context = [_text(spec.get(key)) for key in settings]
             context += [str(len(run.epochs)), str(len(run.steps)), _text(run.attrs.get("lr", spec.get("lr")))]
-            context += [_text(run.attrs.get("engine", spec.get("loop")))]
+            context += [_text(run.attrs.get("engine", spec.get("loop"))), run.message]
             finals = run.final_metrics
             figures_text = [_text(figures[name]) for name in FIGURE_NAMES]
             out.append([*table_row, *context, *figures_text, *(_text(finals.get(n, math.nan)) for n in metrics)])
@@ -236,7 +236,7 @@ class RunsTable(QTableView):
         self.selectionModel().selectionChanged.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self.fit_columns)
-        self.fit_columns()  # headers whole before the first row (an empty table cut "throughput (samples/s)")
+        self.fit_columns()  # headers whole before the first row (an empty table cut "steady throughput (samples/s)")
 
     def set_status_colours(self, colours: dict[str, str]) -> None:
         """Backgrounds of the status cells, by status (the theme's, so their text stays readable)."""

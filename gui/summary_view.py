@@ -36,7 +36,7 @@ METRICS = {
     # metric id -> title, y label, y units
     "final_loss": ("Final loss", "final training loss", None),
     "total_time": ("Total training time", "time", "s"),
-    "throughput": ("Throughput", "throughput", "samples/s"),
+    "throughput": ("Steady throughput", "steady throughput", "samples/s"),
     "peak_memory": ("Peak memory", "memory", "MiB"),
 }
 # The run figure (core.figures.RunFigures) behind each metric, for the aggregation over seeds

@@ -76,7 +76,7 @@ class FileActionsMixin:
             return False
         self.progress = None
         self.settings.setValue("files/open_dir", str(Path(path).parent))
-        self.status_label.setText(f"Opened {path} ({data.status}, {len(data.runs)} runs)")
+        self.status_label.setText(f"Opened {path} ({data.status_text}, {len(data.runs)} runs)")
         return True
 
     def open_lr_find(self, path: str):

@@ -97,7 +97,7 @@ def explain_time(sweep: SweepData, fit: StepTimeFit | None) -> list[str]:
         text = f"{_sizes(below)}: the fixed per-step cost is {_pct(share[0], 'each step')}"
         if len(below) > 1:
             text += f"-{_pct(share[1], 'each step')} of each step, so time per sample falls almost as 1/B"
-            text += f" (measured {throughput[below[0]]:,.0f} -> {throughput[below[-1]]:,.0f} samples/s)"
+            text += f" (steady throughput {throughput[below[0]]:,.0f} -> {throughput[below[-1]]:,.0f} samples/s)"
         else:
             text += " of each step"
         lines.append(text + ".")
@@ -107,7 +107,8 @@ def explain_time(sweep: SweepData, fit: StepTimeFit | None) -> list[str]:
         text += f"-{_pct(share[1], 'each step')}" if len(above) > 1 else ""
         text += (
             f" of each step; a bigger batch can only approach beta's {1 / fit.beta:,.0f} samples/s "
-            f"(measured {throughput[above[-1]]:,.0f} at batch {above[-1]}), so epochs stop getting much faster."
+            f"(steady throughput {throughput[above[-1]]:,.0f} at batch {above[-1]}), "
+            "so epochs stop getting much faster."
         )
         lines.append(text)
     off = []

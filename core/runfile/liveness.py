@@ -52,3 +52,14 @@ def writer_state(attrs: Mapping[str, Any]) -> str:
     if math.isfinite(recorded) and abs(started - recorded) > 1.0:
         return WRITER_GONE  # the pid was reused by a later process
     return WRITER_ALIVE
+
+
+WRITER_GONE_MESSAGE = "the writing process ended"  # the message of a sweep or run read as interrupted by writer_gone
+
+
+def writer_gone(status: str, attrs: Mapping[str, Any]) -> bool:
+    """The one rule for a file whose writer died: it still says "running" (`status`, the sweep's) and its
+    writer (root `attrs`) is WRITER_GONE. Such a sweep and its running run read "interrupted (the writing
+    process ended)" in `batchlab report`, `--json`, the CSV export and the window alike (SweepData.end_if_writer_gone).
+    A writer that cannot be checked (WRITER_UNKNOWN) is not taken for dead."""
+    return status == "running" and writer_state(attrs) == WRITER_GONE

@@ -51,6 +51,7 @@ from batchlab.core.sweep.processes import (
     log_size,
     start_child,
 )
+from batchlab.core.sweep.run_end_figures import RunEndFigures
 from batchlab.core.training.ahead import PREPARED
 from batchlab.core.training.child import probe_run_main, run_main, trains_on_cpu
 from batchlab.core.training.startup import FORKED, FRESH, PROBE, REUSED, STANDBY
@@ -731,7 +732,10 @@ def run_sweep(
         Path(out_path).unlink(missing_ok=True)
         raise
 
+    run_end = RunEndFigures()  # run_ended's samples_per_s: the steady throughput every view shows
+
     def both(event: dict[str, Any]) -> None:
+        run_end(event)
         writer.handle(event)  # the file first: a failing consumer must not lose a measurement
         if sink is not None:
             sink(event)

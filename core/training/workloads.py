@@ -153,7 +153,20 @@ def build_model(run: RunSpec, data, learning_rate: Any = None) -> BuiltModel:
         model = _mlp(int(np.prod(data.input_shape)), classes)
         loss, metrics = keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
     model.compile(optimizer=spec_optimizer(spec, learning_rate), loss=loss, metrics=metrics)
-    return BuiltModel(model, data.x_train, data.y_train, data.x_val, data.y_val, engine_notes(spec), task, targets)
+    notes = [built_model_note(spec.workload, tuple(data.input_shape), classes), *engine_notes(spec)]
+    return BuiltModel(model, data.x_train, data.y_train, data.x_val, data.y_val, notes, task, targets)
+
+
+def built_model_note(workload: str, input_shape: tuple[int, ...], classes: int) -> str:
+    """The log line that says which model a built-in workload built from the data (its sizes come from it)."""
+    features = int(np.prod(input_shape))
+    if workload == "autoencoder":
+        hidden = f"{AUTOENCODER_HIDDEN}-{AUTOENCODER_CODE}-{AUTOENCODER_HIDDEN}"
+        return f"model: dense autoencoder {features}-{hidden}-{features} ({features} values per sample)"
+    if workload == "cnn":
+        image = "x".join(str(n) for n in input_shape)
+        return f"model: CNN for {classes} classes (labels 0 to {classes - 1}) of {image} images"
+    return f"model: MLP classifier {features}-{MLP_HIDDEN}-{classes} ({classes} classes, labels 0 to {classes - 1})"
 
 
 def accumulation_fields(run: RunSpec) -> dict[str, int]:

@@ -465,10 +465,12 @@ def test_csv_in_a_spec_needs_a_target_and_counts_its_split(tmp_path):
 
     path = _csv(tmp_path, "a,b,y\n" + "\n".join(f"{i},{i},{i}" for i in range(50)))
     assert "CSV data needs the target column named" in spec_errors({"data": str(path)})["target_column"].message
-    spec = build_spec({"data": str(path), "target_column": "y", "batch_sizes": "8"})
+    spec = build_spec({"workload": "autoencoder", "data": str(path), "target_column": "y", "batch_sizes": "8"})
     assert (spec.samples, spec.val_samples) == (40, 10)  # val_fraction 0.2 by default: the last 10 rows
-    spec = build_spec({"data": str(path), "target_column": "y", "val_fraction": "0.5", "batch_sizes": "8"})
+    spec = build_spec(
+        {"workload": "autoencoder", "data": str(path), "target_column": "y", "val_fraction": "0.5", "batch_sizes": "8"}
+    )
     assert (spec.samples, spec.val_samples) == (25, 25)
-    errors = spec_errors({"data": str(path), "target_column": "y", "val_fraction": "1"})
+    errors = spec_errors({"workload": "autoencoder", "data": str(path), "target_column": "y", "val_fraction": "1"})
     assert "out of range" in errors["val_fraction"].message
     assert "CSV data" in spec_errors({"target_column": "y"})["target_column"].message  # bundled data has labels

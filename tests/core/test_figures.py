@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from batchlab.core.figures import running_epoch
+from batchlab.core.figures import running_epoch, steady_throughput
 
 
 def test_running_epoch_known_answer_and_none_once_its_row_came():
@@ -75,3 +75,31 @@ def test_running_epoch_time_split_and_the_rows_it_needs():
     sliced = running_epoch({k: v[start:] for k, v in steps.items()}, epochs)
     assert sliced == r  # the same figures from the running epoch's rows alone
     assert running_epoch_rows(np.array([0, 0, 0])) == 0 and running_epoch_rows(np.array([], dtype=int)) == 0
+
+
+def test_run_ended_carries_the_steady_throughput_the_views_show():
+    """The parent replaces the child's own figure with core.figures' steady throughput of the steps it forwarded,
+    so the run file's samples_per_s attribute is the runs table's number (traced first step left out)."""
+    from batchlab.core.sweep.run_end_figures import RunEndFigures
+
+    steps = {
+        "step": [0, 1, 2, 3],
+        "epoch": [0, 0, 1, 1],
+        "wall_time": [0.5, 0.6, 0.8, 0.9],
+        "fetch_time": [0.01] * 4,
+        "step_time": [0.4, 0.09, 0.09, 0.09],
+        "batch_size": [8] * 4,
+        "traced": [1, 0, 0, 0],
+    }
+    run_end = RunEndFigures()
+    run_end({"type": "steps", "run": 0, **{k: v[:2] for k, v in steps.items()}})
+    run_end({"type": "epoch_ended", "run": 0, "epoch": 0, "wall_time": 0.7})
+    run_end({"type": "steps", "run": 0, **{k: v[2:] for k, v in steps.items()}})
+    ended = {"type": "run_ended", "run": 0, "samples_per_s": 1.0}  # the child's own figure
+    run_end(ended)
+    # untraced steps: 0.1 s (gap), 0.1 s (fetch + step of epoch 1's first), 0.1 s (gap): 24 samples in 0.3 s
+    assert ended["samples_per_s"] == pytest.approx(80.0)
+    table = {k: np.asarray(v) for k, v in steps.items()}
+    assert ended["samples_per_s"] == pytest.approx(
+        steady_throughput(table, {"epoch": np.array([0]), "wall_time": np.array([0.7])})
+    )

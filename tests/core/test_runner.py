@@ -28,7 +28,7 @@ def test_a_sweep_stopped_before_it_starts_starts_no_child_and_skips_every_run(tm
 def test_bad_data_is_found_in_this_process_and_no_file_is_left(tmp_path):
     bad = tmp_path / "bad.npz"
     np.savez(bad, x_train=np.zeros((64, 4, 4)), y_train=-np.ones(64, dtype="int64"))
-    spec = build_spec({**TINY, "data": str(bad)})
+    spec = build_spec({**TINY, "preset": "mlp", "data": str(bad)})  # sized from the data: its labels are checked
     with pytest.raises(DataError) as e:
         run_sweep(spec, tmp_path / "x.h5", on_preflight=lambda: pytest.fail("TensorFlow was started"))
     assert "negative label" in e.value.message
@@ -71,7 +71,7 @@ def test_the_data_is_read_with_short_gil_slices_and_the_interval_is_restored_eve
     bad = tmp_path / "bad.npz"
     np.savez(bad, x_train=np.zeros((64, 4, 4)), y_train=-np.ones(64, dtype="int64"))
     with pytest.raises(DataError):
-        SweepRunner(build_spec({**TINY, "data": str(bad)})).check_data()
+        SweepRunner(build_spec({**TINY, "preset": "mlp", "data": str(bad)})).check_data()
     assert len(seen) == 2 and sys.getswitchinterval() == before
 
 

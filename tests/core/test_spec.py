@@ -162,13 +162,17 @@ def test_a_data_file_sets_the_counts_it_holds_and_a_model_file_the_user_model_pr
     assert (spec.preset, spec.workload, spec.optimizer) == ("keras-file", "keras-file", "model")
     assert (spec.samples, spec.val_samples) == (2500, 500)
     assert spec.batch_sizes == PRESETS["keras-file"].defaults["batch_sizes"]  # all fit 2,500 rows
-    assert build_spec({"data": str(data), "samples": "100", "batch_sizes": "10"}).samples == 100
+    # (the autoencoder sized from the data: the default preset's 784-wide model would refuse 3 values a sample)
+    assert (
+        build_spec({"workload": "autoencoder", "data": str(data), "samples": "100", "batch_sizes": "10"}).samples == 100
+    )
     # a value larger than the file holds names the count, under its own field
-    errors = spec_errors({"data": str(data), "samples": "5000", "val_samples": "1000"})
+    errors = spec_errors({"workload": "autoencoder", "data": str(data), "samples": "5000", "val_samples": "1000"})
     assert errors["samples"].message.startswith("5000 training samples asked for but 'd' has 2500; use 1 to 2500")
     assert "1000 validation samples asked for but 'd' has 500; use 0 to 500" in errors["val_samples"].message
     # left empty (the window's fields): everything the file holds; the bundled data has no such default
-    assert build_spec({"data": str(data), "samples": " ", "val_samples": "", "batch_sizes": "8"}).samples == 2500
+    values = {"workload": "autoencoder", "data": str(data), "samples": " ", "val_samples": "", "batch_sizes": "8"}
+    assert build_spec(values).samples == 2500
     assert "not an integer" in spec_errors({"samples": ""})["samples"].message
     # a file's spec (every field present) is rebuilt as it was
     assert SweepSpec.from_dict(spec.to_dict()) == spec
@@ -179,7 +183,7 @@ def test_a_data_file_sets_the_counts_it_holds_and_a_model_file_the_user_model_pr
 def test_a_validation_target_on_a_file_without_a_test_split_says_so(tmp_path):
     data = tmp_path / "train_only.npz"
     np.savez(data, x_train=np.zeros((100, 4)), y_train=np.zeros(100))
-    errors = spec_errors({"preset": "mnist-mlp", "data": str(data), "batch_sizes": "10", "target": "val_loss=0.5"})
+    errors = spec_errors({"preset": "mlp", "data": str(data), "batch_sizes": "10", "target": "val_loss=0.5"})
     assert "has no test split (x_test)" in errors["target"].message
-    spec = build_spec({"preset": "mnist-mlp", "data": str(data), "batch_sizes": "10", "target": "train_loss=0.5"})
+    spec = build_spec({"preset": "mlp", "data": str(data), "batch_sizes": "10", "target": "train_loss=0.5"})
     assert spec.val_samples == 0

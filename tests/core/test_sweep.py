@@ -160,7 +160,7 @@ def test_a_killed_child_is_recorded_as_crashed_then_stop_interrupts_cleanly(tmp_
 def test_bad_data_fails_before_anything_runs_and_leaves_no_file(tmp_path):
     bad = tmp_path / "bad.npz"
     np.savez(bad, x_train=np.full((100, 4), np.nan, dtype="float32"), y_train=np.zeros(100, dtype="int64"))
-    spec = build_spec({**TINY, "data": str(bad), "samples": 50, "batch_sizes": "10"})
+    spec = build_spec({**TINY, "preset": "mlp", "data": str(bad), "samples": 50, "batch_sizes": "10"})
     out = tmp_path / "never.h5"
     with pytest.raises(SpecError) as e:
         run_sweep(spec, out)
@@ -173,7 +173,7 @@ def test_overwrite_keeps_the_old_file_when_the_new_sweep_cannot_start(tmp_path):
     out.write_bytes(b"an earlier sweep")
     bad = tmp_path / "bad.npz"
     np.savez(bad, x_train=np.zeros((10, 4), dtype="float32"))  # no labels for a classifier
-    spec = build_spec({**TINY, "data": str(bad), "samples": 10, "val_samples": 0, "batch_sizes": "5"})
+    spec = build_spec({**TINY, "preset": "mlp", "data": str(bad), "samples": 10, "val_samples": 0, "batch_sizes": "5"})
     with pytest.raises(SpecError):
         run_sweep(spec, out, overwrite=True)
     assert out.read_bytes() == b"an earlier sweep"

@@ -7,6 +7,7 @@ import json
 import math
 import time
 
+import pytest
 from batchlab.core import cli
 from batchlab.core.runfile import RunFileWriter
 from batchlab.core.runfile.reader import read_run_file
@@ -52,7 +53,7 @@ def test_the_runs_table_shows_the_same_figures_live_reopened_and_in_report(main_
     for row, rep in zip(live[1:], reported, strict=True):
         cells = dict(zip(header, row, strict=True))
         assert cells["time (s)"] == text(rep["total_time"]) != ""
-        assert cells["throughput (samples/s)"] == text(rep["samples_per_s"]) != ""
+        assert cells["steady throughput (samples/s)"] == text(rep["samples_per_s"]) != ""
         assert cells["step time (ms)"] == text(rep["step_time"] * 1e3)
         assert cells["tracing (s)"] == text(rep["tracing_time"])
         assert cells["final loss"] == text(rep["final_loss"]) != ""
@@ -164,3 +165,47 @@ def test_worker_batches_events_so_the_gui_thread_is_not_flooded(qapp, tmp_path):
     assert sum(len(b) for b in batches) == 2001
     assert len(batches) <= 2 + elapsed / 0.05 * 1.5
     assert batches[-1][-1]["type"] == "run_ended"
+
+
+def test_one_throughput_per_name_across_table_summary_csv_file_report_and_live_plot(
+    main_window, tiny_sweep, capsys, tmp_path
+):
+    """The runs table, the Summary, the CSV, `report --json` and the file's run attribute give one number, the
+    steady throughput, under that name; the Live plot, named epoch throughput, draws the file's epoch column."""
+    import h5py
+    import pyqtgraph as pg
+
+    _window, path, _seen = tiny_sweep  # a real sweep run from the window (TensorFlow in child processes)
+    w = main_window
+    assert w.open_file(path)
+    assert cli.main(["report", path, "--json"]) == 0
+    reported = {r["index"]: r["samples_per_s"] for r in json.loads(capsys.readouterr().out)["runs"]}
+    with h5py.File(path, "r") as f:
+        attribute = {i: float(f[f"runs/run_{i:03d}"].attrs["samples_per_s"]) for i in reported}
+        epoch_column = {i: f[f"runs/run_{i:03d}/epochs/samples_per_s"][()].tolist() for i in reported}
+    header, *rows = w.table.runs_model.rows_as_text()
+    table = {int(r[header.index("run")]): float(r[header.index("steady throughput (samples/s)")]) for r in rows}
+    csv_path = w.export_table(str(tmp_path / "one-throughput.csv"))
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        exported = list(csv.DictReader(f))
+    in_csv = {int(r["run"]): float(r["steady throughput (samples/s)"]) for r in exported}
+    assert all(float(r["samples_per_s"]) == in_csv[int(r["run"])] for r in exported)
+    summary = {
+        p.data()[1]: p.pos().y()
+        for item in w.summary._items["throughput"]
+        if isinstance(item, pg.ScatterPlotItem)
+        for p in item.points()
+    }
+    assert len(reported) == 2
+    for i, value in reported.items():
+        assert math.isfinite(value) and value > 0
+        assert table[i] == in_csv[i] == value
+        assert summary[i] == pytest.approx(value, rel=1e-12)
+        assert attribute[i] == pytest.approx(value, rel=1e-12)  # the file's own record, the same rule
+    # the names: steady throughput in the table, the Summary and the CLI table; epoch throughput on the Live plot
+    assert w.summary.plots["throughput"].getPlotItem().getAxis("left").labelText == "steady throughput"
+    assert w.live.plots["throughput"].getPlotItem().getAxis("left").labelText == "epoch throughput"
+    for i, per_epoch in epoch_column.items():
+        assert w.live._curves[("main", i, "throughput")].yData.tolist() == per_epoch
+    assert cli.main(["report", path]) == 0
+    assert "steady samples/s" in capsys.readouterr().out

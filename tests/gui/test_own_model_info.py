@@ -89,3 +89,34 @@ def test_a_csv_file_shows_its_fields_fills_counts_from_the_target_column_and_fla
     assert w.setup._error_labels["val_fraction"].isVisible()
     w.setup.scale.setText("-1")
     assert "scale" in w.setup.errors
+
+
+def _choose_data(w, monkeypatch, path) -> None:
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), ""))
+    choose = w.setup.data.findData("__choose__")
+    w.setup.data.setCurrentIndex(choose)
+    w.setup.data.activated.emit(choose)
+
+
+def test_data_that_contradicts_the_preset_s_model_is_refused_beside_the_data_field(main_window, tmp_path, monkeypatch):
+    """The window uses the spec's check: the CLI's one line beside the data field, Run off; the preset of the
+    workload sized from the data takes the same file."""
+    from batchlab.core.spec import spec_errors
+
+    w = main_window
+    labels = np.arange(40) % 10 + 50  # labels 50-59: mnist-cnn would build 60 outputs
+    path = tmp_path / "labels50.npz"
+    images = np.zeros((40, 28, 28), np.uint8)
+    np.savez(path, x_train=images, y_train=labels, x_test=images[:8], y_test=labels[:8])
+    w.setup.apply_preset("mnist-cnn")
+    _choose_data(w, monkeypatch, path)
+    expected = spec_errors({"preset": "mnist-cnn", "data": str(path)})["data"].message
+    assert w.setup.errors["data"] == expected
+    assert expected.startswith("preset mnist-cnn trains a CNN for 10 classes of 28x28 images but data 'labels50' has")
+    assert w.setup._error_labels["data"].isVisible() and not w.actions["run"].isEnabled()
+    w.setup.apply_preset("cnn")  # "Small CNN sized from the data"
+    _choose_data(w, monkeypatch, path)
+    w.setup.batch_sizes.setText("8, 16")  # the preset's reach 1,024; the file has 40 samples
+    assert "data" not in w.setup.errors and w.setup.valid, w.setup.errors
+    assert "Sized from the data" in w.setup.preset_description.text()
+    assert "tensorflow" not in sys.modules

@@ -115,6 +115,9 @@ def test_choosing_a_preset_fills_its_defaults(main_window):
         assert values["batch_sizes"] == ", ".join(str(b) for b in preset.defaults["batch_sizes"])
         assert w.setup.preset_description.text() == preset.description
     # keras-file needs a model file, so Run waits for one, with the CLI's message beside the field
+    index = w.setup.preset.findData("keras-file")
+    w.setup.preset.setCurrentIndex(index)
+    w.setup.preset.activated.emit(index)
     assert w.setup.errors["model_file"] == "the keras-file workload needs a .keras model file"
 
 
