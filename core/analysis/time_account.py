@@ -180,3 +180,69 @@ def sweep_accounts(runs: list[RunData]) -> list[TimeAccount]:
     """The accounts of the runs that ran (a finite wall time), in run order."""
     accounts = [time_account(r) for r in runs if r.status not in ("pending", "skipped")]
     return [a for a in accounts if math.isfinite(a.wall)]
+
+
+# ---------------------------------------------------------------------- the explanation
+
+SHOWN_PARTS = 4  # parts named one by one in the sentence; the others are summed
+MIN_SHOWN_S = 0.05  # a part under this many seconds is summed with the others
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.2g} s" if abs(seconds) < 1 else f"{seconds:.1f} s"
+
+
+def _listed(account: TimeAccount) -> str:
+    """The account's largest parts by name, then the rest summed, then what is unaccounted."""
+    ranked = sorted(PART_NAMES, key=lambda k: -account.parts[k])
+    shown = [k for k in ranked[:SHOWN_PARTS] if account.parts[k] >= MIN_SHOWN_S]
+    rest = [k for k in PART_NAMES if k not in shown]
+    words = [f"{_s(account.parts[k])} {PART_WORDS[k]}" for k in shown]
+    if rest:
+        words.append(f"{_s(sum(account.parts[k] for k in rest))} in {len(rest)} other parts")
+    words.append(f"{_s(account.unaccounted)} unaccounted ({100 * account.unaccounted_share:.1f}%)")
+    return ", ".join(words)
+
+
+def explain_total_time(sweep) -> list[str]:
+    """Why the slowest run in total was the slowest, from the runs' time accounts: where its seconds went, how
+    its steady epoch compares, and which parts made the difference to the run fastest in total. [] with fewer
+    than two runs that ran, or when no run is strictly the slowest."""
+    accounts = [a for a in sweep_accounts(sweep.ordered_runs()) if math.isfinite(a.unaccounted_share)]
+    if len(accounts) < 2:
+        return []
+    slow = max(accounts, key=lambda a: a.wall)
+    fast = min(accounts, key=lambda a: a.wall)
+    if sum(a.wall == slow.wall for a in accounts) > 1 or slow.wall == fast.wall:
+        return []
+    lines = [
+        f"Where the time went: batch {slow.batch_size} took {_s(slow.wall)} in total (from the request for the "
+        f"run to its end), the slowest run: {_listed(slow)}."
+    ]
+    diff = {k: slow.parts[k] - fast.parts[k] for k in PART_NAMES}
+    grew = sorted((k for k in PART_NAMES if diff[k] >= MIN_SHOWN_S), key=lambda k: -diff[k])[:2]
+    more = _s(slow.wall - fast.wall)
+    text = f"Against batch {fast.batch_size} ({_s(fast.wall)}, the fastest in total) it took {more} more"
+    if grew:
+        text += "; the parts that grew most: " + " and ".join(f"{PART_WORDS[k]} (+{_s(diff[k])})" for k in grew)
+    steady = [a for a in accounts if math.isfinite(a.steady_epoch)]
+    if slow in steady and len(steady) > 1:
+        quickest = min(steady, key=lambda a: a.steady_epoch)
+        if quickest is slow and sum(a.steady_epoch == slow.steady_epoch for a in steady) == 1:
+            others = ", ".join(f"batch {a.batch_size}: {_s(a.steady_epoch)}" for a in steady if a is not slow)
+            text += f"; in steady state it is the fastest ({_s(slow.steady_epoch)} an epoch; {others})"
+        else:
+            text += (
+                f"; in steady state it takes {_s(slow.steady_epoch)} an epoch "
+                f"(the fastest: batch {quickest.batch_size}, {_s(quickest.steady_epoch)})"
+            )
+    if slow.steady < fast.steady:
+        text += (
+            f"; its training steps (compute, input wait, loop) took {_s(slow.steady)} against {_s(fast.steady)}, "
+            "so its one-time and per-epoch costs made it the slowest here"
+        )
+    else:
+        text += f"; its training steps (compute, input wait, loop) alone took {_s(slow.steady)}"
+        text += f" against {_s(fast.steady)}"
+    lines.append(text + ".")
+    return lines
