@@ -14,7 +14,7 @@ from batchlab.core.analysis.time_account import PART_NAMES, PART_WORDS, TimeAcco
 from batchlab.core.model import SweepData
 from batchlab.gui.plot_style import make_plot, remove_items, sync_legend
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 # One colour per part, in PART_NAMES order (one-time costs warm, training blue-green, per-epoch costs purple),
@@ -35,11 +35,12 @@ PART_COLOURS = {
 }
 SHORT_WORDS = {**{k: PART_WORDS[k].split(" (")[0] for k in PART_NAMES}, "unaccounted": "unaccounted"}
 BAR_HEIGHT = 0.6  # of a row
+AXIS_FONT_SCALE = 0.85
 AXIS_MARGIN_PX = 14  # the left axis's room beyond its longest run name (tick mark and gap)
-LEGEND_LINES = 3  # at 1024x700 the title and twelve entries take three lines
 PLOT_MIN_HEIGHT_PX = 80
 AXIS_HEIGHT_PX = 40  # the time axis and margins
 BAR_ROW_PX = 26  # height per run the bars never exceed
+MIN_ROW_PX = 15  # height per run the bars always get: a run's name in the axis's font
 TITLE = "Where each run's time went (s, from its request to its end):"
 
 
@@ -52,19 +53,22 @@ class TimeAccountBars:
         self.plot_widget = make_plot("", "", None, "", None)  # the title is the legend's first words: room for the bars
         plot = self.plot_widget.getPlotItem()
         plot.showGrid(x=True, y=False)
-        plot.getAxis("left").setStyle(hideOverlappingLabels=False)  # the top bar's name sits near the edge
+        axis = plot.getAxis("left")
+        axis.setStyle(hideOverlappingLabels=False)  # the top bar's name sits near the edge
+        font = QFont(axis.font())
+        font.setPointSizeF(font.pointSizeF() * AXIS_FONT_SCALE)  # a run's name fits MIN_ROW_PX
+        axis.setStyle(tickFont=font)
         self.legend = QLabel()
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(Qt.TextFormat.RichText)
-        self.widget = QWidget()
+        self.widget = _Fitted(self.legend)
         layout = QVBoxLayout(self.widget)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.plot_widget, 1)
         layout.addWidget(self.legend)
-        # A wrapped label does not tell a grid its height: room for LEGEND_LINES lines, and for two bars at least
-        self.legend.setMinimumHeight(LEGEND_LINES * self.legend.fontMetrics().lineSpacing())
-        self.plot_widget.setMinimumHeight(PLOT_MIN_HEIGHT_PX)
+        self.plot_widget.setMinimumHeight(1)  # until there are bars (0 would mean "the plot's own minimum", ~70 px)
+        self.legend.hide()  # nothing to name yet
         self._items: list[pg.GraphicsObject] = []
         self.rows: list[tuple[str, TimeAccount]] = []  # (source, account) per bar, bottom to top (for tests)
         self.shown: list[str] = []  # the parts drawn, in the legend's order
@@ -106,6 +110,9 @@ class TimeAccountBars:
         plot.setYRange(-0.7, max(len(self.rows), 1) - 0.3, padding=0)
         # no taller than its bars need: the four plots above keep the room
         self.plot_widget.setMaximumHeight(max(PLOT_MIN_HEIGHT_PX, AXIS_HEIGHT_PX + BAR_ROW_PX * len(self.rows)))
+        # room for every run's name (empty: no room asked)
+        rows_px = AXIS_HEIGHT_PX + MIN_ROW_PX * len(self.rows)
+        self.plot_widget.setMinimumHeight(max(PLOT_MIN_HEIGHT_PX, rows_px) if self.rows else 1)
         plot.enableAutoRange(axis=pg.ViewBox.XAxis)
         sync_legend(plot)
         self.legend.setText(
@@ -115,6 +122,8 @@ class TimeAccountBars:
             )
         )
         self.shown = shown
+        self.legend.setVisible(bool(shown))
+        self.widget.fit_legend()
 
     def segments(self, row: int) -> dict[str, float]:
         """The seconds each part's segment of bar `row` spans (for tests)."""
@@ -133,6 +142,23 @@ def _seconds(account: TimeAccount, part: str) -> float:
 def _repeats(rows: list[tuple[str, TimeAccount]], account: TimeAccount) -> bool:
     """Whether another run of the sweep has the same batch size (seeds): then the bar names its run."""
     return sum(a.batch_size == account.batch_size for _, a in rows) > 1
+
+
+class _Fitted(QWidget):
+    """The plot and its legend; the legend keeps the height its wrapped text needs at the current width (a
+    word-wrapped label does not tell a grid layout its height, and was overlapped by the plot at 1024x700)."""
+
+    def __init__(self, legend: QLabel):
+        super().__init__()
+        self.legend = legend
+
+    def fit_legend(self) -> None:
+        text = self.legend.text()
+        self.legend.setMinimumHeight(self.legend.heightForWidth(max(1, self.legend.width())) if text else 0)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self.fit_legend()
 
 
 def _unbroken(words: str) -> str:
