@@ -40,7 +40,8 @@ AXIS_MARGIN_PX = 14  # the left axis's room beyond its longest run name (tick ma
 PLOT_MIN_HEIGHT_PX = 80
 AXIS_HEIGHT_PX = 40  # the time axis and margins
 BAR_ROW_PX = 26  # height per run the bars never exceed
-MIN_ROW_PX = 15  # height per run the bars always get: a run's name in the axis's font
+MIN_ROW_PX = 15  # height per run the bars get up to PLOT_MIN_CAP_PX: a run's name in the axis's font
+PLOT_MIN_CAP_PX = 110  # more would not fit 1024x700; pyqtgraph then leaves out names that would overlap
 TITLE = "Where each run's time went (s, from its request to its end):"
 
 
@@ -54,7 +55,6 @@ class TimeAccountBars:
         plot = self.plot_widget.getPlotItem()
         plot.showGrid(x=True, y=False)
         axis = plot.getAxis("left")
-        axis.setStyle(hideOverlappingLabels=False)  # the top bar's name sits near the edge
         font = QFont(axis.font())
         font.setPointSizeF(font.pointSizeF() * AXIS_FONT_SCALE)  # a run's name fits MIN_ROW_PX
         axis.setStyle(tickFont=font)
@@ -112,7 +112,7 @@ class TimeAccountBars:
         self.plot_widget.setMaximumHeight(max(PLOT_MIN_HEIGHT_PX, AXIS_HEIGHT_PX + BAR_ROW_PX * len(self.rows)))
         # room for every run's name (empty: no room asked)
         rows_px = AXIS_HEIGHT_PX + MIN_ROW_PX * len(self.rows)
-        self.plot_widget.setMinimumHeight(max(PLOT_MIN_HEIGHT_PX, rows_px) if self.rows else 1)
+        self.plot_widget.setMinimumHeight(min(max(PLOT_MIN_HEIGHT_PX, rows_px), PLOT_MIN_CAP_PX) if self.rows else 1)
         plot.enableAutoRange(axis=pg.ViewBox.XAxis)
         sync_legend(plot)
         self.legend.setText(
