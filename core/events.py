@@ -34,7 +34,8 @@ Event types, in the order a sweep emits them:
   as many untraced steps take at their median); the time account's measurements (s): ``run_span_s``
   (from the start of run_started's hooks to the start of run_ended's), ``hooks_run_begin_s``,
   ``hooks_step_s`` and ``hooks_epoch_s`` (time inside the hooks, see core/training/hooks.py HookList),
-  ``gc_time_s`` and ``gc_max_s`` (Python garbage-collection pauses, wherever they fell)
+  ``gc_time_s`` and ``gc_max_s`` (Python garbage-collection pauses, wherever they fell) and
+  ``last_close_time_s`` (closing the pipeline of an epoch the run ended inside)
 - ``lr_range``: ``run``, and one list per column of ``LR_RANGE_COLUMNS``: points of an LR range
   test (``batchlab lr-find``, core/lr_range.py); its ``run_ended`` adds ``suggested_lr``,
   ``suggested_lr_min10``, ``loss_at_suggestion`` and ``stop_reason``

@@ -10,7 +10,8 @@ The parts, in a fixed order (PARTS), each measured in the training child and rea
   compute, waiting for the input pipeline, the loop's own work (taking ready batches, per-step hooks), and
   stalls (untraced steps longer than STALL_FACTOR typical steps: their excess over a typical step);
 - ``validation``: validation passes, mid-epoch evaluations and noise-scale measurements;
-- ``pipeline_close``: closing each epoch's input-pipeline iterator (epochs' close_time): tf.data stops its
+- ``pipeline_close``: closing each epoch's input-pipeline iterator (epochs' close_time, and last_close_time_s
+  for an epoch the run ended inside): tf.data stops its
   prefetch and map threads and waits for the batches they are making; the gap of seconds between two epochs
   that no other figure held (docs/analysis.md, "Every second accounted for");
 - ``hooks``: the measurement hooks at the run's start and at epoch boundaries (metrics, memory readings,
@@ -164,7 +165,7 @@ def time_account(run: RunData) -> TimeAccount:
     if len(run.steps):
         parts.update(_training_parts(run, tracing))
     parts["validation"] = _validation(run)
-    parts["pipeline_close"] = _sum(run.epochs["close_time"])
+    parts["pipeline_close"] = _sum(run.epochs["close_time"]) + _or0(_float(attrs.get("last_close_time_s")))
     parts["hooks"] = _or0(_float(attrs.get("hooks_run_begin_s"))) + _or0(_float(attrs.get("hooks_epoch_s")))
     return TimeAccount(
         run=run.index,

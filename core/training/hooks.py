@@ -48,7 +48,15 @@ from batchlab.core.lr_rules import Plateau
 from batchlab.core.training.failures import Diverged
 
 # run_ended fields of the time account: what HookList and GcWatch measure (s)
-TIME_ACCOUNT_FIELDS = ("run_span_s", "hooks_run_begin_s", "hooks_step_s", "hooks_epoch_s", "gc_time_s", "gc_max_s")
+TIME_ACCOUNT_FIELDS = (
+    "run_span_s",
+    "hooks_run_begin_s",
+    "hooks_step_s",
+    "hooks_epoch_s",
+    "gc_time_s",
+    "gc_max_s",
+    "last_close_time_s",  # the engine's (trainer.py)
+)
 
 Emit = Callable[[dict[str, Any]], None]
 Logs = dict[str, Any]

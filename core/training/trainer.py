@@ -303,6 +303,7 @@ class InstrumentedLoop:
         self.examples_done = 0
         self.paused = 0.0  # s of mid-epoch evaluations: off the clock of step and epoch rows
         self.eval_total = 0.0  # s of every evaluation and validation pass: off the training time
+        self.last_close_time = 0.0  # s closing the input pipeline of an epoch the run ended inside (run_ended)
         self.hooks = hooks
         self.should_stop = should_stop
         self.sync = sync
@@ -391,6 +392,7 @@ class InstrumentedLoop:
         # Starting the pipeline (threads, first prefetch) costs ~5 ms an epoch; fit pays it inside its
         # epoch too, so it is on the epoch clock and counted in the first step's fetch time.
         iterator = iter(self.pipeline)
+        ended_inside = False  # the run ends inside this epoch (a budget, a target met at an evaluation point)
         for i in range(1 << 62):
             if self.should_stop():
                 self._read_pending(pending)
@@ -443,10 +445,17 @@ class InstrumentedLoop:
                     self._read_pending(pending)
                     if self.evals is not None:
                         self._evaluate_mid_epoch(pending)
-                    return True
+                    ended_inside = True
+                    break
                 if self.evals is not None and self.evals.due(step + 1):
                     if self._evaluate_mid_epoch(pending):
-                        return True
+                        ended_inside = True
+                        break
+        if ended_inside:  # no epoch row: its pipeline's closing goes to run_ended (last_close_time_s)
+            t_close = time.perf_counter()
+            del iterator
+            self.last_close_time = time.perf_counter() - t_close
+            return True
         self._read_pending(pending)  # the epoch's clock stops when the device is done
         t_close = time.perf_counter()
         epoch_time = t_close - t_epoch0 - (self.paused - paused0)  # mid-epoch evaluations are not training time
@@ -686,5 +695,6 @@ def train_run(
         end.update(status=classify_failure(e), message=first_line(e))
         emit(log_event("error", traceback_text(e), run=run.index))
     end["total_time"] = engine.elapsed() if engine is not None else math.nan
+    end["last_close_time_s"] = float(getattr(engine, "last_close_time", math.nan))  # the fit engine: not measured
     hooks.on_run_end(end)
     return end["status"]

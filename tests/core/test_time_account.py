@@ -151,6 +151,7 @@ def _run(data: SweepData, index: int, batch: int, val, close, startup, tracing_s
             "run_span_s": span,
             "startup_s": startup,
             "startup_model_s": startup / 2,
+            "startup_pipeline_s": startup / 2,
             "hooks_epoch_s": 0.0,
             "hooks_run_begin_s": 0.0,
         }
@@ -204,3 +205,17 @@ def test_a_file_without_the_measurements_leaves_their_time_unaccounted():
     account = time_account(run)
     assert account.wall == pytest.approx(run.attrs["startup_s"] + run.attrs["total_time"])
     assert account.parts["hooks"] == 0.0 and math.isfinite(account.unaccounted)
+
+
+def test_a_run_that_ends_inside_an_epoch_names_its_pipelines_closing(tmp_path):
+    """A steps budget that ends inside the first epoch: no epoch row holds that epoch's close_time, so the run
+    records it (last_close_time_s) and the account still leaves little unaccounted."""
+    spec = build_spec({**SMALL, "batch_sizes": "32", "budget_unit": "steps", "epochs": 20})
+    out = tmp_path / "steps.h5"
+    assert run_sweep(spec, out, sink=lambda e: None) == "complete"
+    (run,) = SweepData.from_file(out).ordered_runs()
+    assert len(run.steps) == 20 and len(run.epochs) == 0
+    assert math.isfinite(run.attrs["last_close_time_s"]) and run.attrs["last_close_time_s"] >= 0
+    account = time_account(run)
+    assert account.parts["pipeline_close"] == pytest.approx(run.attrs["last_close_time_s"])
+    assert 0 <= account.unaccounted_share < UNACCOUNTED_BOUND, account
