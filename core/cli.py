@@ -602,6 +602,7 @@ def _is_lr_find_file(path) -> bool:
 def cmd_report(args: argparse.Namespace) -> int:
     from batchlab.core.model import SweepData
     from batchlab.core.table import format_table, summary_rows, target_line
+    from batchlab.core.time_account_table import print_time_account
 
     if _is_lr_find_file(args.file):
         return _report_lr_find(args)
@@ -628,6 +629,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(format_table(rows))
     _print_batch_changes(sweep)
     _print_seed_table(rows)
+    print_time_account(sweep)
     _print_explanation(sweep)
     _print_analysis(sweep, profile)  # with a profile, its recommendation says how far the prediction was off
     _print_metrics_table(rows)

@@ -32,7 +32,11 @@ Event types, in the order a sweep emits them:
   ``ended`` (ISO time), plus ``final_loss``, ``total_time``, ``samples_per_s`` (the steady
   throughput; the parent sets it from the step rows by core.figures.steady_throughput before the file
   records it) and ``tracing_time_s`` (one-time cost of tracing: traced steps' time minus what
-  as many untraced steps take at their median)
+  as many untraced steps take at their median); the time account's measurements (s): ``run_span_s``
+  (from the start of run_started's hooks to the start of run_ended's), ``hooks_run_begin_s``,
+  ``hooks_step_s`` and ``hooks_epoch_s`` (time inside the hooks, see core/training/hooks.py HookList),
+  ``gc_time_s`` and ``gc_max_s`` (Python garbage-collection pauses, wherever they fell) and
+  ``last_close_time_s`` (closing the pipeline of an epoch the run ended inside)
 - ``lr_range``: ``run``, and one list per column of ``LR_RANGE_COLUMNS``: points of an LR range
   test (``batchlab lr-find``, core/lr_range.py); its ``run_ended`` adds ``suggested_lr``,
   ``suggested_lr_min10``, ``loss_at_suggestion`` and ``stop_reason``
@@ -163,6 +167,13 @@ EPOCH_COLUMNS = (
     ),
     Column("traced_steps", "int32", "", "steps in the epoch during which the step function was traced"),
     Column("tracing_time", "float64", "s", "sum of step_time of the epoch's traced steps"),
+    Column(
+        "close_time",
+        "float64",
+        "s",
+        "time to close the epoch's input-pipeline iterator after its last step (tf.data stops its prefetch "
+        "and map threads); in neither epoch_time nor val_time (NaN: not measured, the fit engine)",
+    ),
     Column("tf_peak_bytes", "int64", "bytes", "TensorFlow allocator peak during the epoch (-1: not available)"),
     Column("device_memory_bytes", "int64", "bytes", "process memory on the GPU as nvidia-smi shows it (-1: no GPU)"),
     Column("rss_peak_bytes", "int64", "bytes", "peak resident host memory of the training process in the epoch"),

@@ -30,6 +30,7 @@ from batchlab.gui.plot_style import (
     text_colour,
 )
 from batchlab.gui.refresh import RunChangeView
+from batchlab.gui.time_account_bars import TimeAccountBars
 from PySide6.QtWidgets import QWidget
 
 METRICS = {
@@ -80,6 +81,10 @@ class SummaryView(RunChangeView):
                 widget.getPlotItem().addItem(ZeroAnchor())
             self.plots[metric] = widget
         lay_out_grid(self, self.plots, columns=2)
+        self.time_bars = TimeAccountBars()  # one stacked bar per run under the four plots (core/analysis/time_account)
+        self.layout().addWidget(self.time_bars.widget, 2, 0, 1, 2)
+        for row, stretch in enumerate((2, 2, 1)):  # the bars' row: half a plot's height, at least its minimum
+            self.layout().setRowStretch(row, stretch)
         self.sources: dict[str, SweepData] = {}
         self.selection: set[tuple[str, int]] = set()
         self._items: dict[str, list[pg.GraphicsObject]] = defaultdict(list)
@@ -115,6 +120,7 @@ class SummaryView(RunChangeView):
             self._widen_flat_range(plot, metric)
             sync_legend(plot)
         self._label_memory()
+        self.time_bars.draw(self.sources)
 
     def _label_memory(self) -> None:
         """Where every run's peak memory is host RSS (CPU runs), the axis says so: the whole process's RSS."""

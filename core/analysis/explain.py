@@ -20,6 +20,7 @@ from batchlab.core.analysis.claims import LineFit, MemorySlope, OffLine, Seconds
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
 from batchlab.core.analysis.startup import explain_startup
 from batchlab.core.analysis.step_time import StepTimeFit, sweep_step_time
+from batchlab.core.analysis.time_account import explain_total_time
 from batchlab.core.model import RunData, SweepData
 
 MIB = 1 << 20
@@ -448,4 +449,5 @@ def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str
         *explain_one_time(sweep),
         *explain_flops(sweep, fit, peak_flops),
         *explain_memory(sweep, sweep_memory_fit(sweep)),
+        *explain_total_time(sweep),
     ]

@@ -28,6 +28,7 @@ Hooks never import TensorFlow, so they can be checked on synthetic rows.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -45,6 +46,17 @@ from batchlab.core.events import (
 from batchlab.core.figures import tracing_excess as tracing_cost
 from batchlab.core.lr_rules import Plateau
 from batchlab.core.training.failures import Diverged
+
+# run_ended fields of the time account: what HookList and GcWatch measure (s)
+TIME_ACCOUNT_FIELDS = (
+    "run_span_s",
+    "hooks_run_begin_s",
+    "hooks_step_s",
+    "hooks_epoch_s",
+    "gc_time_s",
+    "gc_max_s",
+    "last_close_time_s",  # the engine's (trainer.py)
+)
 
 Emit = Callable[[dict[str, Any]], None]
 Logs = dict[str, Any]
@@ -76,36 +88,63 @@ class Hook:
 
 
 class HookList(Hook):
-    """Calls its hooks in order; later hooks see what earlier ones added to `logs`."""
+    """Calls its hooks in order; later hooks see what earlier ones added to `logs`.
+
+    It also times the hooks it calls, for the run's time account (core/analysis/time_account.py): seconds
+    inside on_run_begin (sending run_started), inside every on_train_batch_end (on the epochs' clock),
+    inside the epoch-boundary calls (on_epoch_begin, on_test_begin/end, on_epoch_end: the epoch's metrics,
+    memory readings and the rows sent to the writer; on neither the epoch's nor validation's clock), and
+    the run's span from on_run_begin to on_run_end. on_run_end puts them in `logs` (RUN_ENDED_FIELDS).
+    """
 
     def __init__(self, hooks: Iterable[Hook]):
         self.hooks = list(hooks)
+        self.run_begin_s = 0.0
+        self.step_s = 0.0
+        self.epoch_s = 0.0
+        self.t_begin = math.nan  # perf_counter() when on_run_begin was called
 
     def on_run_begin(self, logs: Logs) -> None:
+        self.t_begin = t0 = time.perf_counter()
         for h in self.hooks:
             h.on_run_begin(logs)
+        self.run_begin_s += time.perf_counter() - t0
 
     def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
+        t0 = time.perf_counter()
         for h in self.hooks:
             h.on_epoch_begin(epoch, logs)
+        self.epoch_s += time.perf_counter() - t0
 
     def on_train_batch_end(self, step: int, logs: Logs) -> None:
+        t0 = time.perf_counter()
         for h in self.hooks:
             h.on_train_batch_end(step, logs)
+        self.step_s += time.perf_counter() - t0
 
     def on_test_begin(self, logs: Logs | None = None) -> None:
+        t0 = time.perf_counter()
         for h in self.hooks:
             h.on_test_begin(logs)
+        self.epoch_s += time.perf_counter() - t0
 
     def on_test_end(self, logs: Logs | None = None) -> None:
+        t0 = time.perf_counter()
         for h in self.hooks:
             h.on_test_end(logs)
+        self.epoch_s += time.perf_counter() - t0
 
     def on_epoch_end(self, epoch: int, logs: Logs) -> None:
+        t0 = time.perf_counter()
         for h in self.hooks:
             h.on_epoch_end(epoch, logs)
+        self.epoch_s += time.perf_counter() - t0
 
     def on_run_end(self, logs: Logs) -> None:
+        logs.setdefault("run_span_s", time.perf_counter() - self.t_begin)  # NaN: on_run_begin never ran
+        logs.setdefault("hooks_run_begin_s", self.run_begin_s)
+        logs.setdefault("hooks_step_s", self.step_s)
+        logs.setdefault("hooks_epoch_s", self.epoch_s)
         # Every hook gets the end of the run, even if one fails, so the events still go out.
         error: BaseException | None = None
         for h in self.hooks:
@@ -316,7 +355,15 @@ class RunSummary(Hook):
         logs.setdefault("samples_per_s", rate)
 
 
-RUN_ENDED_FIELDS = ("status", "message", "final_loss", "total_time", "samples_per_s", "tracing_time_s")
+RUN_ENDED_FIELDS = (
+    "status",
+    "message",
+    "final_loss",
+    "total_time",
+    "samples_per_s",
+    "tracing_time_s",
+    *TIME_ACCOUNT_FIELDS,  # HookList and GcWatch (gc_watch.py)
+)
 
 
 class RunEvents(Hook):

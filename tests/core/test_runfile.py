@@ -587,6 +587,9 @@ def documented_sweep() -> list[dict]:
             event.update(StartupClock(launched_at=time.time() - 1.0).fields())  # child kind and start-up phases
         if event["type"] == RUN_ENDED:
             event.update(tracing_time_s=0.8)
+            # the time account's measurements (HookList, GcWatch)
+            event.update(run_span_s=2.5, hooks_run_begin_s=0.01, hooks_step_s=0.05, hooks_epoch_s=0.02)
+            event.update(gc_time_s=0.03, gc_max_s=0.01, last_close_time_s=0.0)
     evaluation = {name: 1 for name in EVAL_COLUMN_NAMES}
     events.insert(4, make_event(EVALUATION, run=0, **evaluation))  # run 0 evaluates (a target), after its steps
     noise = {name: [1] for name in NOISE_SCALE_COLUMN_NAMES}
