@@ -430,12 +430,3 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
-
-
-def steady_input_wait_share(steps: Table, epochs: Table | None = None) -> float:
-    """Fraction (0..1) of the steady-state steps' wall time spent waiting for the input pipeline; NaN unknown."""
-    durations = step_durations(steps, epochs)
-    wait = _column(steps, "input_wait", len(durations)).astype(np.float64)
-    keep = _steady_steps(steps) & np.isfinite(durations) & np.isfinite(wait)
-    seconds = float(durations[keep].sum())
-    return float(wait[keep].sum()) / seconds if seconds > 0 else math.nan
