@@ -246,4 +246,40 @@ def explain_total_time(sweep) -> list[str]:
         text += f"; its training steps (compute, input wait, loop) alone took {_s(slow.steady)}"
         text += f" against {_s(fast.steady)}"
     lines.append(text + ".")
-    return lines
+    return lines + _bigger_but_slower(accounts, slow)
+
+
+SLOWER_IN_TOTAL = 1.05  # a bigger batch 5% slower in total than a smaller one, though faster per epoch, is said
+
+
+def _bigger_but_slower(accounts: list[TimeAccount], said: TimeAccount) -> list[str]:
+    """The seed question, "why did the bigger batch take longer?": the largest batch that took longer in total
+    than a smaller one whose steady epochs are slower, against the quickest such smaller batch, with the parts
+    that made the difference. [] when no run is like that (or it is the slowest run, said already)."""
+    pairs = [
+        (big, small)
+        for big in accounts
+        for small in accounts
+        if big.batch_size > small.batch_size
+        and big.wall > SLOWER_IN_TOTAL * small.wall
+        and math.isfinite(big.steady_epoch)
+        and math.isfinite(small.steady_epoch)
+        and big.steady_epoch < small.steady_epoch
+    ]
+    if not pairs:
+        return []
+    big = max((b for b, _ in pairs), key=lambda a: a.batch_size)
+    small = min((s for b, s in pairs if b is big), key=lambda a: a.wall)
+    if big is said and small.wall == min(a.wall for a in accounts):
+        return []  # the sentences above compare these two already
+    diff = {k: big.parts[k] - small.parts[k] for k in PART_NAMES}
+    grew = sorted((k for k in PART_NAMES if diff[k] >= MIN_SHOWN_S), key=lambda k: -diff[k])[:3]
+    text = (
+        f"Why the bigger batch took longer: batch {big.batch_size} took {_s(big.wall)} in total, "
+        f"{_s(big.wall - small.wall)} more than batch {small.batch_size} ({_s(small.wall)}), though its steady "
+        f"epochs are faster ({_s(big.steady_epoch)} against {_s(small.steady_epoch)})"
+    )
+    if grew:
+        text += "; the difference is " + ", ".join(f"{PART_WORDS[k]} (+{_s(diff[k])})" for k in grew)
+    text += f"; its training steps (compute, input wait, loop) took {_s(big.steady)} against {_s(small.steady)}."
+    return [text]

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from batchlab.core.analysis import time_account as ta
 from batchlab.core.analysis.explain import explain_sweep
 from batchlab.core.analysis.time_account import (
     PART_NAMES,
@@ -219,3 +220,26 @@ def test_a_run_that_ends_inside_an_epoch_names_its_pipelines_closing(tmp_path):
     account = time_account(run)
     assert account.parts["pipeline_close"] == pytest.approx(run.attrs["last_close_time_s"])
     assert 0 <= account.unaccounted_share < UNACCOUNTED_BOUND, account
+
+
+def _account(run: int, batch: int, wall: float, steady_epoch: float, **parts: float) -> ta.TimeAccount:
+    full = {k: 0.0 for k in ta.PART_NAMES} | parts
+    return ta.TimeAccount(run=run, batch_size=batch, parts=full, wall=wall, steady_epoch=steady_epoch)
+
+
+def test_a_bigger_batch_slower_in_total_though_faster_per_epoch_is_explained_by_its_parts():
+    # The seed question: batch 512 took longer than batch 128 though its epochs were faster
+    accounts = [
+        _account(0, 32, 5.3, 0.88, compute=1.5, tracing=1.9, validation=0.5),
+        _account(1, 128, 2.7, 0.33, compute=0.5, tracing=1.2, validation=0.3, pipeline_close=0.01),
+        _account(2, 512, 4.2, 0.30, compute=0.45, tracing=1.27, validation=0.65, pipeline_close=1.1),
+    ]
+    (line,) = ta._bigger_but_slower(accounts, said=accounts[0])
+    assert line.startswith("Why the bigger batch took longer: batch 512 took 4.2 s in total, 1.5 s more than batch 128")
+    assert "though its steady epochs are faster (0.3 s against 0.33 s)" in line
+    assert "closing the input pipeline (tf.data iterator) (+1.1 s), validation and evaluations (+0.35 s)" in line
+    # nothing to explain when the bigger batch is also slower per epoch, or not slower in total
+    slower_epochs = [accounts[1], _account(2, 512, 4.2, 0.40, compute=0.45)]
+    assert ta._bigger_but_slower(slower_epochs, said=slower_epochs[1]) == []
+    quicker = [accounts[1], _account(2, 512, 2.6, 0.30, compute=0.45)]
+    assert ta._bigger_but_slower(quicker, said=quicker[0]) == []
