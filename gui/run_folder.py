@@ -15,10 +15,11 @@ FOLDER_NAME = "BatchLab runs"
 
 
 def default_output_dir() -> str:
-    """`~/Documents/BatchLab runs` as Qt names the documents folder on this desktop (the home folder if it
-    names none); created only when the first sweep starts."""
-    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
-    base = (
-        documents or QStandardPaths.writableLocation(QStandardPaths.StandardLocation.HomeLocation) or str(Path.home())
-    )
+    """`Documents/BatchLab runs` where Qt names a documents folder that exists on this desktop, else
+    `~/BatchLab runs` (a server account often has no ~/Documents); the folder itself is created when the
+    first sweep starts (one missing level, as for any run file)."""
+    where = QStandardPaths.StandardLocation
+    home = QStandardPaths.writableLocation(where.HomeLocation) or str(Path.home())
+    documents = QStandardPaths.writableLocation(where.DocumentsLocation)
+    base = documents if documents and Path(documents).is_dir() else home
     return str(Path(base) / FOLDER_NAME)

@@ -180,13 +180,18 @@ def test_device_probe_fills_the_device_list_from_a_child_process(main_window):
 
 def test_run_files_default_to_the_users_documents_not_the_start_folder(monkeypatch, tmp_path):
     # From a clone, `./runs` put the user's run files inside the repository
+    from batchlab.core.paths import run_file_problem
     from batchlab.gui import run_folder
     from PySide6.QtCore import QStandardPaths
 
     monkeypatch.undo()  # the real default, not the tests' private folder
     documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
-    assert documents and run_folder.default_output_dir() == str(Path(documents) / "BatchLab runs")
-    assert not run_folder.default_output_dir().startswith(str(Path.cwd()))
+    folder = Path(run_folder.default_output_dir())
+    assert folder.name == "BatchLab runs" and not str(folder).startswith(str(Path.cwd()))
+    # the documents folder where the desktop has one, else the home folder; either way the Run button works:
+    # the one missing level is created when the sweep starts (~/Documents/BatchLab runs was refused here)
+    assert folder.parent == (Path(documents) if Path(documents).is_dir() else Path.home())
+    assert run_file_problem(folder / "sweep.h5", create_folder=True) is None
 
 
 def test_the_window_shows_the_default_run_folder_and_remembers_the_last_one(qtbot, tmp_path):
