@@ -217,6 +217,33 @@ class Axis(pg.AxisItem):
             return
         self._label_html = html
         super()._updateLabel()
+        self._fit_label()
+
+    def resizeEvent(self, ev=None) -> None:  # noqa: N802 (Qt override)
+        self._fit_label()
+        super().resizeEvent(ev)  # places the label, centred on what is shown
+
+    def _fit_label(self) -> None:
+        """A label longer than its axis ("process RSS peak (MiB" on a short plot) is shortened to fit: its
+        units alone, else its words elided; the whole label is the tooltip. Exports draw what is shown."""
+        label = self.label
+        if label is None or not self.labelText:
+            return
+        whole = self.labelString()
+        label.setHtml(whole)
+        room = self.size().height() if self.orientation in ("left", "right") else self.size().width()
+        if room <= 0 or label.boundingRect().width() <= room:
+            label.setToolTip("")
+            return
+        text, units = self.labelText, whole[whole.index(">") + 1 : whole.rindex("<")][len(self.labelText) :].strip()
+        style = whole[: whole.index(">") + 1]
+        shown = [units] if units else []
+        shown += [text[:n].rstrip() + "\u2026" for n in range(len(text) - 1, 0, -1)]
+        for candidate in shown:
+            label.setHtml(f"{style}{candidate}</span>")
+            if label.boundingRect().width() <= room:
+                break
+        label.setToolTip(f"{text} {units}".strip())
 
 
 class Log2Axis(Axis):

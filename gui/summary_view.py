@@ -35,7 +35,7 @@ from PySide6.QtWidgets import QWidget
 
 METRICS = {
     # metric id -> title, y label, y units
-    "final_loss": ("Final loss", "final training loss", None),
+    "final_loss": ("Final loss", "training loss", None),
     "total_time": ("Total training time", "time", "s"),
     "throughput": ("Steady throughput", "steady throughput", "samples/s"),
     "peak_memory": ("Peak memory", "memory", "MiB"),

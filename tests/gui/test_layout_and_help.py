@@ -544,3 +544,26 @@ def test_a_title_too_long_for_its_plot_is_elided_with_the_whole_title_as_tooltip
     assert label.item.toPlainText() == title and label.toolTip() == ""
     set_plot_colours("#FFFFFF", "#000000", "#555555")
     plot.close()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1024, 700), (1440, 900)])
+def test_every_axis_label_fits_along_its_axis(main_window, tmp_path, width, height):
+    """Seen cut: "process RSS peak (MiB" at full size, "mean epoch time (s" and "dy throughput (ksam" at 1024x700."""
+    w = main_window
+    w.resize(width, height)
+    assert w.open_file(write_run_file(tmp_path / "t.h5", batch_sizes=(8, 16, 32)))
+    cut = []
+    for tab, plots in ((0, w.live.plots), (1, w.summary.plots), (2, w.analysis.plots)):
+        w.views.setCurrentIndex(tab)
+        w.refresh(full=True)
+        QApplication.processEvents()
+        for name, plot in plots.items():
+            for side, length in (("left", "height"), ("bottom", "width")):
+                axis = plot.getPlotItem().getAxis(side)
+                if not axis.isVisible() or not axis.label.isVisible() or not axis.labelText:
+                    continue
+                text = axis.label.boundingRect().width()
+                room = getattr(axis.geometry(), length)()
+                if text > room + 0.5:
+                    cut.append(f"{tab}/{name}/{side}: {axis.label.toPlainText()!r} {text:.0f} px > {room:.0f} px")
+    assert cut == []
