@@ -57,6 +57,24 @@ NUMBER_PAD_PX = 8  # room for a running run's numbers to grow a digit between co
 STATUS_COLOURS = dict(theme.LIGHT.status_backgrounds)  # the window sets its theme's (set_status_colours)
 
 
+# Figures the table already shows as a column (in its units): the CSV has them once, under the table's name
+SHOWN_FIGURES = {
+    "final_loss": "final loss",
+    "total_time": "time (s)",
+    "samples_per_s": "steady throughput (samples/s)",
+    "step_time": "step time (ms)",
+    "tracing_time": "tracing (s)",
+    "peak_memory_bytes": "peak memory (MiB)",
+}
+CSV_FIGURES = tuple(name for name in FIGURE_NAMES if name not in SHOWN_FIGURES)
+NOT_MEASURED = {"target_reached": -1, "first_epoch_peak_bytes": -1, "steady_peak_bytes": -1}  # "none": empty
+
+
+def _figure_text(name: str, value: object) -> str:
+    """A figure's CSV cell: empty for "none" (no target, no memory reading), not -1."""
+    return "" if name in NOT_MEASURED and value == NOT_MEASURED[name] else _text(value)
+
+
 # settings every CSV row carries; the learning rate is the run's own ("learning rate" column)
 SPEC_CONTEXT = ("preset", "optimizer", "epochs")
 
@@ -186,7 +204,7 @@ class RunsModel(QAbstractTableModel):
         differing = spec_differences(specs) if len(specs) > 1 else {}
         settings = [*SPEC_CONTEXT, *(key for key in differing if key not in (*SPEC_CONTEXT, "lr"))]
         header = [*self.rows_as_text()[0], *settings, "epochs done", "steps done", "learning rate"]
-        header += ["engine", "message", *FIGURE_NAMES]
+        header += ["engine", "message", *CSV_FIGURES]
         metrics = metric_names([{"metrics": run.final_metrics} for _, run in self._rows])
         header += [f"final {name}" for name in metrics]  # the model's compiled metrics (core.figures)
         out = [header]
@@ -198,7 +216,7 @@ class RunsModel(QAbstractTableModel):
             context += [str(len(run.epochs)), str(len(run.steps)), _text(run.attrs.get("lr", spec.get("lr")))]
             context += [_text(run.attrs.get("engine", spec.get("loop"))), run.message]
             finals = run.final_metrics
-            figures_text = [_text(figures[name]) for name in FIGURE_NAMES]
+            figures_text = [_figure_text(name, figures[name]) for name in CSV_FIGURES]
             out.append([*table_row, *context, *figures_text, *(_text(finals.get(n, math.nan)) for n in metrics)])
         return out
 

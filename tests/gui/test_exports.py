@@ -15,6 +15,7 @@ import pytest
 from batchlab.core.model import SweepData
 from batchlab.gui.files import export_plot
 from batchlab.gui.plot_style import configure_pyqtgraph, make_plot
+from batchlab.gui.runs_table import NOT_MEASURED, SHOWN_FIGURES
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
@@ -201,10 +202,15 @@ def test_csv_carries_each_runs_context_and_figures(main_window, tmp_path):
         assert int(row["steps done"]) == len(run.steps) > 0
         assert row["engine"] == data.spec["loop"]
         for name, value in run.figures.as_dict().items():
-            if isinstance(value, float):
+            if name in SHOWN_FIGURES:  # once, as the table shows it
+                assert SHOWN_FIGURES[name] in row and name not in row
+            elif name in NOT_MEASURED and value == NOT_MEASURED[name]:
+                assert row[name] == ""  # "no target" is an empty cell, not -1
+            elif isinstance(value, float):
                 assert float(row[name] or "nan") == pytest.approx(value, nan_ok=True)
             else:
                 assert row[name] == str(value)
+        assert "-1" not in row.values()
     assert sorted(row["epochs"] for row in rows) == ["1", "2", "2"]
     assert "batch_sizes" in rows[0] and "optimizer" in rows[0]  # the settings that differ, and the key ones
     with open(path, newline="", encoding="utf-8") as f:
