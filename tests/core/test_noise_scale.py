@@ -368,6 +368,22 @@ def test_a_profile_picks_three_of_the_presets_batch_sizes_that_can_be_split():
     assert build_spec(_profile_values(args)).batch_sizes == (16, 128, 512)
 
 
+def test_a_profile_of_a_preset_with_a_warmup_measures_past_it():
+    """`batchlab profile --preset golmant-lsr` was refused: its 2-epoch warmup (512 steps at batch 16) outlasted
+    the 200-step budget. The default budget is now 200 steps after the warmup; --steps is still taken as given."""
+    from batchlab.core.cli import _build_parser, _profile_values
+    from batchlab.core.spec import SpecError, build_spec
+
+    spec = build_spec(_profile_values(_build_parser().parse_args(["profile", "--preset", "golmant-lsr"])))
+    assert spec.batch_sizes == (16, 256, 4096) and (spec.budget.unit, spec.budget.amount) == ("steps", 512 + 200)
+    given = ["profile", "--preset", "golmant-lsr", "--steps", "600"]
+    assert build_spec(_profile_values(_build_parser().parse_args(given))).budget.amount == 600
+    with pytest.raises(SpecError, match="warmup"):  # a budget the user chose too short is still refused
+        build_spec(
+            _profile_values(_build_parser().parse_args(["profile", "--preset", "golmant-lsr", "--steps", "100"]))
+        )
+
+
 # ---------------------------------------------------------------------- a real profile: file, report, check
 
 
