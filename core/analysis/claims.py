@@ -211,7 +211,10 @@ class PowersApart:
 
     def text(self) -> str:
         verdict = "within one, the goal" if self.within_one else "not within one, the goal"
-        return f"{self.value:.1f} powers of two apart ({verdict})"
+        shown = f"{self.value:.1f}"
+        if shown == "1.0" and self.value != 1.0:  # 1.016 read "1.0 ... (not within one)"
+            shown = f"{self.value:.2f}"
+        return f"{shown} powers of two apart ({verdict})"
 
 
 @dataclass(frozen=True)

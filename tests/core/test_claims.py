@@ -284,3 +284,13 @@ def test_a_profile_checked_against_a_sweep_without_a_target_says_so():
     analysis = analyse(synthetic_sweep())
     text = describe_check(compare_with_sweep(predict_from_profile(profile_sweep()), analysis))
     assert "this sweep has no target" in text and "met its target" not in text
+
+
+def test_powers_apart_never_reads_one_when_it_is_more_than_one():
+    # "1.0 powers of two apart (not within one)" was printed for 1.016
+    from batchlab.core.analysis.claims import PowersApart
+
+    claim = PowersApart(1.016, within_one=False)
+    claim.check()
+    assert claim.text().startswith("1.02 powers of two apart (not within one")
+    assert PowersApart(0.7, within_one=True).text().startswith("0.7 powers of two apart (within one")

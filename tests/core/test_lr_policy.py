@@ -107,3 +107,14 @@ def test_report_profile_on_a_fixed_rate_sweep_says_the_prediction_does_not_apply
     assert "for the record: the fastest to the target here was batch" in fixed
     ruled = describe_check(compare_with_sweep(prediction, analyse(steps_sweep(FALLING, lr_rule="linear"))))
     assert "powers of two apart (" in ruled and "does not apply" not in ruled
+
+
+def test_two_range_test_files_are_the_same_policy_not_another_task():
+    # report --profile said the profile "trained something else" when only the lr-find files' names differed
+    from batchlab.core.analysis.predict import task_differences
+
+    profile = {"lr_from": "/runs/find-a.h5", "lr": 0.02, "workload": "cnn"}
+    assert task_differences(profile, {"lr_from": "/elsewhere/find-b.h5", "lr": 0.02, "workload": "cnn"}) == {}
+    assert task_differences(profile, {"lr_from": None, "lr": 0.02, "workload": "cnn"}) == {
+        "lr_from": ["/runs/find-a.h5", None]
+    }
