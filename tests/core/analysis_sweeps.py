@@ -67,21 +67,7 @@ def target_sweep(
             traced[0] = 1
             wall = np.cumsum(step_time)
             loss = 1.0 + 0.5 * np.exp(-np.arange(n) / reach) + rng.normal(0, 0.4 / math.sqrt(b), n)
-            data.handle(
-                make_event(
-                    "steps",
-                    run=index,
-                    step=list(range(n)),
-                    epoch=[0] * n,
-                    loss=loss.tolist(),
-                    batch_size=[b] * n,
-                    step_time=step_time.tolist(),
-                    fetch_time=[0.0] * n,
-                    input_wait=[0.0] * n,
-                    traced=traced.tolist(),
-                    wall_time=wall.tolist(),
-                )
-            )
+            data.handle(steps_event(index, b, loss, step_time, traced, wall))
             if b_simple is not None:
                 rows = list(range(0, n, 10))
                 value = b_simple * (1 + index / 100)
@@ -132,3 +118,23 @@ def target_sweep(
             data.handle(make_event("run_ended", run=index, status="ok", message="", total_time=float(wall[-1])))
             index += 1
     return data
+
+
+def steps_event(index: int, batch: int, loss, step_time, traced=None, wall=None) -> dict:
+    """One run's whole epoch-0 `steps` event: n steps of `batch` samples, their losses and step times (s); traced
+    steps as given (none by default), wall_time the steps' running sum unless given."""
+    n = len(loss)
+    step_time = np.asarray(step_time, dtype=float)
+    return make_event(
+        "steps",
+        run=index,
+        step=list(range(n)),
+        epoch=[0] * n,
+        loss=list(np.asarray(loss, dtype=float)),
+        batch_size=[batch] * n,
+        step_time=step_time.tolist(),
+        fetch_time=[0.0] * n,
+        input_wait=[0.0] * n,
+        traced=[0] * n if traced is None else list(traced),
+        wall_time=(np.cumsum(step_time) if wall is None else np.asarray(wall)).tolist(),
+    )

@@ -22,7 +22,7 @@ from batchlab.core.analysis.step_time import sweep_step_time
 from batchlab.core.events import make_event
 from batchlab.core.model import SweepData
 
-from tests.core.analysis_sweeps import target_sweep
+from tests.core.analysis_sweeps import steps_event, target_sweep
 from tests.core.test_cli import TINY, batchlab
 from tests.core.test_explain import synthetic_sweep
 from tests.core.test_noise_scale import profile_sweep
@@ -52,21 +52,7 @@ def steps_sweep(reach, memory=None, lr_rule="constant", lr=0.01, lr_from=None, s
         traced[0] = 1
         wall = np.cumsum(step_time)
         loss = 1.0 + np.exp(-np.arange(n) / n_reach) + rng.normal(0, 0.1, n)
-        data.handle(
-            make_event(
-                "steps",
-                run=index,
-                step=list(range(n)),
-                epoch=[0] * n,
-                loss=loss.tolist(),
-                batch_size=[b] * n,
-                step_time=step_time.tolist(),
-                fetch_time=[0.0] * n,
-                input_wait=[0.0] * n,
-                traced=traced.tolist(),
-                wall_time=wall.tolist(),
-            )
-        )
+        data.handle(steps_event(index, b, loss, step_time, traced, wall))
         if statuses.get(b) not in (None, "ok"):
             data.handle(make_event("run_ended", run=index, status=statuses[b], message="out of memory"))
             continue

@@ -18,6 +18,8 @@ from batchlab.core.analysis.loss_level import (
 from batchlab.core.events import make_event
 from batchlab.core.model import SweepData
 
+from tests.core.analysis_sweeps import steps_event
+
 RECORDED = Path(__file__).parent / "data" / "autoencoder-16-64-256.h5"  # mnist-autoencoder, 1,000 samples, 3 epochs
 
 
@@ -116,21 +118,7 @@ def _sweep(runs, samples=1000):
     for index, (b, n, seconds, loss, status) in enumerate(runs):
         data.handle(make_event("run_started", run=index, batch_size=b, seed=0, samples=samples))
         seen = np.arange(n) * b
-        data.handle(
-            make_event(
-                "steps",
-                run=index,
-                step=list(range(n)),
-                epoch=[0] * n,
-                loss=[loss(e) for e in seen],
-                batch_size=[b] * n,
-                step_time=[seconds] * n,
-                fetch_time=[0.0] * n,
-                input_wait=[0.0] * n,
-                traced=[0] * n,
-                wall_time=(seconds * np.arange(1, n + 1)).tolist(),
-            )
-        )
+        data.handle(steps_event(index, b, [loss(e) for e in seen], [seconds] * n))
         data.handle(make_event("run_ended", run=index, status=status, message="", total_time=seconds * n))
     return data
 
