@@ -25,6 +25,7 @@ from batchlab.core.targets import parse_target as parse_target_text
 from batchlab.gui.collapsible import Collapsible
 from batchlab.gui.lr_find_view import RangeTestDialog
 from batchlab.gui.lr_preview import LrPreview
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QLineEdit, QPushButton, QVBoxLayout
 
 NO_TARGET = ""  # the target metric combo's "none": train the whole budget
@@ -188,7 +189,9 @@ class ConvergenceFields:
             return
         self.target_metric.blockSignals(True)
         self.target_metric.clear()
-        self.target_metric.addItem("none: train the whole budget", NO_TARGET)
+        # "none" alone: "none: train the whole budget" was cut to "none: train the w" in the combo
+        self.target_metric.addItem("none", NO_TARGET)
+        self.target_metric.setItemData(0, "no target: every run trains its whole budget", Qt.ItemDataRole.ToolTipRole)
         for name in names:
             self.target_metric.addItem(name, name)
         index = self.target_metric.findData(current)

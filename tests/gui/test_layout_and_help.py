@@ -567,3 +567,25 @@ def test_every_axis_label_fits_along_its_axis(main_window, tmp_path, width, heig
                 if text > room + 0.5:
                     cut.append(f"{tab}/{name}/{side}: {axis.label.toPlainText()!r} {text:.0f} px > {room:.0f} px")
     assert cut == []
+
+
+def test_the_setup_combos_show_their_choice_whole(main_window):
+    """The Target combo read "none: train the w" in a full-size window."""
+    from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+
+    w = main_window
+    w.setup.convergence.set_expanded(True)
+    w.setup.execution.set_expanded(True)
+    QApplication.processEvents()
+    cut = []
+    for combo in w.setup.widget().findChildren(QComboBox):
+        if not combo.isVisible():
+            continue
+        option = QStyleOptionComboBox()
+        combo.initStyleOption(option)
+        room = combo.style().subControlRect(
+            QStyle.ComplexControl.CC_ComboBox, option, QStyle.SubControl.SC_ComboBoxEditField, combo
+        )
+        if combo.fontMetrics().horizontalAdvance(combo.currentText()) > room.width():
+            cut.append(f"{combo.objectName()}: {combo.currentText()!r}")
+    assert cut == []
