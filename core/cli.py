@@ -18,6 +18,7 @@ from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_fil
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS
 from batchlab.core.spec import FIELD_PARSERS, OPTIMIZERS, SpecError, build_spec
 from batchlab.core.sweep.progress import ProgressPrinter
+from batchlab.core.text_width import text_width
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -447,9 +448,6 @@ def _print_seed_table(rows: list[dict[str, Any]]) -> None:
         print(format_seed_table(rows))
 
 
-EXPLANATION_WIDTH = 100  # characters per line of the explanation
-
-
 def _print_explanation(sweep) -> None:
     """Why the times and memory came out as they did (core/analysis/explain.py), one paragraph per point."""
     import textwrap
@@ -461,7 +459,7 @@ def _print_explanation(sweep) -> None:
     print()
     print("Why the times and memory came out this way:")
     for paragraph in explain_sweep(sweep, peak_flops=peak):
-        print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
+        print(textwrap.fill(paragraph, text_width(), initial_indent="- ", subsequent_indent="  "))
 
 
 def _print_analysis(sweep, profile=None) -> None:
@@ -482,7 +480,7 @@ def _print_analysis(sweep, profile=None) -> None:
     if level:
         print(level)
     for paragraph in analysis.recommendation:
-        print(textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="- ", subsequent_indent="  "))
+        print(textwrap.fill(paragraph, text_width(), initial_indent="- ", subsequent_indent="  "))
 
 
 def _budget_values(args: argparse.Namespace) -> dict[str, Any]:

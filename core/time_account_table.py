@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from batchlab.core.analysis.time_account import PART_NAMES, PART_WORDS, TimeAccount, sweep_accounts
+from batchlab.core.text_width import text_width
 
 SHORT = {
     "startup": "start",
@@ -71,4 +72,4 @@ def print_time_account(sweep) -> None:
     *rows, legend = text.split("\n")
     print("\nWhere each run's time went (s; docs/analysis.md, 'Every second accounted for'):")
     print("\n".join(rows))
-    print(textwrap.fill(legend, 100))
+    print(textwrap.fill(legend, text_width()))

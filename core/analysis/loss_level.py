@@ -29,10 +29,10 @@ import numpy as np
 from batchlab.core.aggregate import Spread, spread
 from batchlab.core.figures import step_durations
 from batchlab.core.model import RunData, SweepData
+from batchlab.core.text_width import text_width
 
 SMOOTHING_BATCHES = 4  # the smoothing window is this many of the sweep's largest batch (examples) ...
 MAX_WINDOW_SHARE = 0.5  # ... and at most this share of the shortest finished run's examples
-TEXT_WIDTH = 100  # characters per line of the report's text
 
 
 @dataclass(frozen=True)
@@ -251,4 +251,4 @@ def format_loss_level(result: LossLevel | None) -> str:
     rows = loss_level_rows(result)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-    return textwrap.fill(describe_level(result), TEXT_WIDTH) + "\n" + table
+    return textwrap.fill(describe_level(result), text_width()) + "\n" + table

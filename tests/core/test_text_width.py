@@ -1,0 +1,26 @@
+"""The command line's prose fits the terminal (an 80-column one wrapped every 100-character line)."""
+
+from __future__ import annotations
+
+from batchlab.core.text_width import MAX_WIDTH, text_width
+
+from tests.core.test_cli import batchlab
+from tests.gui.synthetic import write_run_file
+
+
+def test_prose_follows_the_terminal_width_up_to_100(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert text_width() == 79
+    monkeypatch.setenv("COLUMNS", "200")
+    assert text_width() == MAX_WIDTH
+
+
+def test_report_prose_fits_80_columns(tmp_path):
+    path = write_run_file(tmp_path / "r.h5", batch_sizes=(16, 64))
+    done = batchlab("report", path, env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    prose = [line for line in done.stdout.splitlines() if line.startswith(("- ", "  ")) and line.lstrip()[:1].isalpha()]
+    assert len(prose) > 5
+    assert [line for line in prose if len(line) > 79] == []
+    wide = batchlab("report", path, env={"COLUMNS": "200"})
+    assert max(len(line) for line in wide.stdout.splitlines() if line.startswith("- ")) > 79  # 100 where it fits
