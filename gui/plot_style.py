@@ -227,7 +227,7 @@ class Axis(pg.AxisItem):
         """A label longer than its axis ("process RSS peak (MiB" on a short plot) is shortened to fit: its
         units alone, else its words elided; the whole label is the tooltip. Exports draw what is shown."""
         label = self.label
-        if label is None or not self.labelText:
+        if label is None or not (self.labelText or self.labelUnits):
             return
         whole = self.labelString()
         label.setHtml(whole)

@@ -35,9 +35,9 @@ from PySide6.QtWidgets import QWidget
 
 METRICS = {
     # metric id -> title, y label, y units
-    "final_loss": ("Final loss", "training loss", None),
+    "final_loss": ("Final loss", "loss", None),
     "total_time": ("Total training time", "time", "s"),
-    "throughput": ("Steady throughput", "steady throughput", "samples/s"),
+    "throughput": ("Steady throughput", "", "samples/s"),  # the title names it; the axis its unit
     "peak_memory": ("Peak memory", "memory", "MiB"),
 }
 # The run figure (core.figures.RunFigures) behind each metric, for the aggregation over seeds

@@ -203,7 +203,7 @@ def test_one_throughput_per_name_across_table_summary_csv_file_report_and_live_p
         assert summary[i] == pytest.approx(value, rel=1e-12)
         assert attribute[i] == pytest.approx(value, rel=1e-12)  # the file's own record, the same rule
     # the names: steady throughput in the table, the Summary and the CLI table; epoch throughput on the Live plot
-    assert w.summary.plots["throughput"].getPlotItem().getAxis("left").labelText == "steady throughput"
+    assert w.summary.plots["throughput"].getPlotItem().titleLabel.text == "Steady throughput"
     assert w.live.plots["throughput"].getPlotItem().getAxis("left").labelText == "epoch throughput"
     for i, per_epoch in epoch_column.items():
         assert w.live._curves[("main", i, "throughput")].yData.tolist() == per_epoch
