@@ -18,7 +18,7 @@ from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_fil
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS
 from batchlab.core.spec import FIELD_PARSERS, OPTIMIZERS, SpecError, build_spec
 from batchlab.core.sweep.progress import ProgressPrinter
-from batchlab.core.text_width import text_width
+from batchlab.core.text_width import terminal_columns, text_width
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -400,7 +400,7 @@ def _print_table(path: Path) -> None:
     if line:
         print(line)
     rows = summary_rows(sweep)
-    print(format_table(rows))
+    print(format_table(rows, width=terminal_columns()))
     _print_batch_changes(sweep)
     _print_seed_table(rows)
     _print_explanation(sweep)
@@ -624,7 +624,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     tasks = sorted({str(r.attrs["task"]) for r in sweep.runs.values() if r.attrs.get("task")})
     if tasks:
         print(f"task: {', '.join(tasks)}")
-    print(format_table(rows))
+    print(format_table(rows, width=terminal_columns()))
     _print_batch_changes(sweep)
     _print_seed_table(rows)
     print_time_account(sweep)

@@ -174,19 +174,36 @@ def format_metrics_table(rows: list[dict[str, Any]]) -> str | None:
     return "\n".join(line.rstrip() for line in captured.get().splitlines())
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
+def two_line(header: str) -> str:
+    """A header on two lines, split at the space nearest its middle ("mem 1st\nepoch (MiB)"); one word stays."""
+    spaces = [i for i, c in enumerate(header) if c == " "]
+    if not spaces:
+        return header
+    cut = min(spaces, key=lambda i: abs(i - len(header) / 2))
+    return header[:cut] + "\n" + header[cut + 1 :]
+
+
+def format_table(rows: list[dict[str, Any]], width: int | None = None) -> str:
     """Plain-text table of summary_rows(), one line per run, for terminals and logs (drawn by rich).
 
     Numbers are right-aligned under their headers, columns two spaces apart, no borders or colours,
-    so the output reads the same in a terminal, a pipe and a log file.
+    so the output reads the same in a terminal, a pipe and a log file. Given the terminal's `width`, a table
+    wider than it puts its headers on two lines (on 80 columns the one-line headers made it 108 wide).
     """
+    one_line = _format_table(rows, lambda h: h)
+    if width is None or max(map(len, one_line.splitlines()), default=0) <= width:
+        return one_line
+    return _format_table(rows, two_line)
+
+
+def _format_table(rows: list[dict[str, Any]], head) -> str:
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="", expand=False)
     for _, header, _ in TABLE_COLUMNS:
-        table.add_column(header, justify="right", no_wrap=True)
+        table.add_column(head(header), justify="right", no_wrap=True)
     targets = any(row.get("target_reached", -1) != -1 for row in rows)
     if targets:
         for _, header, _ in TARGET_COLUMNS:
-            table.add_column(header, justify="right", no_wrap=True)
+            table.add_column(head(header), justify="right", no_wrap=True)
     table.add_column("status", justify="left", no_wrap=True)
     for row in rows:
         cells = [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]

@@ -16,3 +16,14 @@ def text_width() -> int:
     """Characters per line of prose for this terminal (one column spare: a full line would wrap on some)."""
     columns = shutil.get_terminal_size(fallback=(MAX_WIDTH + 1, 24)).columns
     return max(MIN_WIDTH, min(MAX_WIDTH, columns - 1))
+
+
+def terminal_columns() -> int | None:
+    """The terminal's columns when output goes to one (or COLUMNS is set); None for a pipe or a file, where a
+    table keeps its one-line headers."""
+    import os
+    import sys
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None

@@ -22,5 +22,9 @@ def test_report_prose_fits_80_columns(tmp_path):
     prose = [line for line in done.stdout.splitlines() if line.startswith(("- ", "  ")) and line.lstrip()[:1].isalpha()]
     assert len(prose) > 5
     assert [line for line in prose if len(line) > 79] == []
+    # the runs table: two-line headers on a narrow terminal (108 columns with one-line headers)
+    start = next(i for i, line in enumerate(done.stdout.splitlines()) if line.rstrip().endswith("mem steady"))
+    table = done.stdout.splitlines()[start : start + 4]
+    assert table[1].split()[:2] == ["batch", "seed"] and max(len(line) for line in table) <= 80, table
     wide = batchlab("report", path, env={"COLUMNS": "200"})
     assert max(len(line) for line in wide.stdout.splitlines() if line.startswith("- ")) > 79  # 100 where it fits
