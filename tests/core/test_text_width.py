@@ -26,5 +26,11 @@ def test_report_prose_fits_80_columns(tmp_path):
     start = next(i for i, line in enumerate(done.stdout.splitlines()) if line.rstrip().endswith("mem steady"))
     table = done.stdout.splitlines()[start : start + 4]
     assert table[1].split()[:2] == ["batch", "seed"] and max(len(line) for line in table) <= 80, table
+    # the time account: runs as columns (95 columns with a run per row)
+    lines = done.stdout.splitlines()
+    head = lines.index(next(line for line in lines if line.startswith("Where each run's time went")))
+    account = lines[head + 1 : head + 15]
+    assert account[0].split() == ["b16", "b64"] and account[1].startswith("start")
+    assert account[-1].startswith("unacc") and max(len(line) for line in account) <= 80, account
     wide = batchlab("report", path, env={"COLUMNS": "200"})
     assert max(len(line) for line in wide.stdout.splitlines() if line.startswith("- ")) > 79  # 100 where it fits
