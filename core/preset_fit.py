@@ -7,7 +7,8 @@ silently train another model. A preset whose promise the data contradicts is ref
 naming what the preset expects and the alternatives: the same workload sized from the data (the
 presets `autoencoder`, `cnn`, `mlp`; `--workload NAME` without `--preset`) or the user's own model.
 Shapes come from file headers; labels are read (one array) only for presets that name classes.
-numpy and h5py only.
+numpy and h5py only, and no other BatchLab module than the presets: core.spec calls it and turns the
+problem into its SpecError (importing spec here made the two a cycle).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 from batchlab.core.presets import PRESETS
-from batchlab.core.spec import SpecError
 
 MNIST_IMAGE = (28, 28)
 MNIST_CLASSES = 10
@@ -53,26 +53,26 @@ def promises_shape(preset: str, workload: str) -> bool:
     return preset in PRESET_SHAPES and workload == PRESETS[preset].defaults["workload"]
 
 
-def check_preset_fits(preset: str, workload: str, data: str, shapes: dict[str, tuple[int, ...]] | None) -> None:
-    """Raise SpecError (field "data") when the data contradicts the model `preset` names.
+def preset_problem(preset: str, workload: str, data: str, shapes: dict[str, tuple[int, ...]] | None) -> str | None:
+    """What in the data contradicts the model `preset` names, in one line (core.spec says it under "data"); None
+    when it fits.
 
     Applies only while the run's workload is the preset's own (another workload is sized from the
     data). `shapes`: the data file's array shapes (core.datasets.array_shapes); None for a Keras dataset.
     """
     if not promises_shape(preset, workload):
-        return
+        return None
     expected = PRESET_SHAPES[preset]
     name, sample, classes = _data_facts(data, shapes)
     problem = _sample_problem(expected, sample)
     if problem is None and expected.classes is not None:
         problem = _label_problem(expected, data, classes)
     if problem is None:
-        return
-    raise SpecError(
-        "data",
+        return None
+    return (
         f"preset {preset} trains a {expected.words} but data '{name}' has {problem}; use data that fits it, "
         f"the {workload} preset whose model is sized from the data (--workload {workload} without --preset), "
-        "or your own model (--model FILE)",
+        "or your own model (--model FILE)"
     )
 
 
@@ -123,14 +123,12 @@ def _label_span(data: str) -> tuple[int, int] | None:
 
 
 def _read_label_span(path: Path) -> tuple[int, int] | None:
-    from batchlab.core.datasets import NPZ_SUFFIXES  # deferred: core.datasets imports core.spec
-
     labels = []
     try:
-        if path.suffix.lower() in NPZ_SUFFIXES:
+        if path.suffix.lower() == ".npz":  # as core.spec.NPZ_SUFFIXES (not imported: spec imports this module)
             with np.load(path, allow_pickle=False) as archive:
                 labels = [archive[k] for k in ("y_train", "y_test") if k in archive.files]
-        elif path.suffix.lower() in (".h5", ".hdf5"):
+        elif path.suffix.lower() in (".h5", ".hdf5"):  # as core.spec.HDF5_SUFFIXES
             import h5py
 
             with h5py.File(path, "r") as f:

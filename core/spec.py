@@ -870,7 +870,7 @@ def _check_preset_fit(parsed: dict[str, Any], errors: dict[str, SpecError]) -> N
     if data is None or data in BUNDLED_SOURCES or preset is None or workload is None or "data" in errors:
         return
     from batchlab.core.datasets import array_shapes  # deferred: core.datasets imports this module
-    from batchlab.core.preset_fit import check_preset_fits, promises_shape
+    from batchlab.core.preset_fit import preset_problem, promises_shape
 
     if not promises_shape(preset, workload):
         return  # sized from the data, or the user's model: no header to read on every edit
@@ -878,7 +878,9 @@ def _check_preset_fit(parsed: dict[str, Any], errors: dict[str, SpecError]) -> N
         shapes = None
         if not data.startswith(KERAS_PREFIX):
             shapes = array_shapes(data, parsed.get("target_column"), parsed.get("val_fraction", 0.0))
-        check_preset_fits(preset, workload, data, shapes)
+        problem = preset_problem(preset, workload, data, shapes)
+        if problem:
+            errors["data"] = SpecError("data", problem)
     except SpecError as e:
         if e.field == "data":  # (a CSV column the file lacks is already said under target_column)
             errors["data"] = e
