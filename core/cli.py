@@ -14,9 +14,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.errors import SpecError
 from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_file
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS
-from batchlab.core.spec import FIELD_PARSERS, OPTIMIZERS, SpecError, build_spec
+from batchlab.core.spec import FIELD_PARSERS, OPTIMIZERS, build_spec
 from batchlab.core.sweep.progress import ProgressPrinter
 from batchlab.core.text_width import terminal_columns, text_width
 
@@ -223,7 +224,20 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_max_batch_parser(sub)
     _add_lr_find_parser(sub)
     _add_profile_parser(sub)
+    for module in _command_modules():
+        module.add_parser(sub)
     return parser
+
+
+# Commands that live in their own module (core/commands/NAME.py): each has NAME, add_parser(sub) and
+# run(args) -> exit code. A new command adds its module here and touches nothing else in this file.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _command_modules():
+    import importlib
+
+    return [importlib.import_module(f"batchlab.core.commands.{name}") for name in COMMAND_MODULES]
 
 
 MAX_BATCH_FIELDS = ("preset", "workload", "model_file", "data", "samples", "val_samples", "optimizer", "lr")
@@ -843,8 +857,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    command = COMMANDS.get(args.command) or {m.NAME: m.run for m in _command_modules()}[args.command]
     try:
-        return COMMANDS[args.command](args)
+        return command(args)
     except SpecError as e:
         print(f"batchlab: {e}", file=sys.stderr)
         return EXIT_USAGE

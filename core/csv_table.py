@@ -14,7 +14,7 @@ import csv
 from pathlib import Path
 
 import numpy as np
-from batchlab.core.spec import SpecError
+from batchlab.core.errors import SpecError
 
 FIELD = "target_column"  # the spec field a wrong column name is filed under
 MAX_QUOTED_CELL = 40  # characters of a bad cell quoted in a message

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from batchlab.core.spec import SpecError
+from batchlab.core.errors import SpecError
 
 # What a run trains to do; the run file's `task` attribute holds one of these.
 CLASSIFICATION = "classification"

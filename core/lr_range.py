@@ -150,7 +150,7 @@ class RangeSettings:
 
 
 def _positive_rate(name: str, value, default: float) -> float:
-    from batchlab.core.spec import SpecError
+    from batchlab.core.errors import SpecError
 
     if value is None or (isinstance(value, str) and not value.strip()):
         return default
@@ -172,7 +172,7 @@ def range_defaults(preset: str | None = None) -> RangeSettings:
 
 def parse_range_settings(lr_min=None, lr_max=None, lr_steps=None, preset: str | None = None) -> RangeSettings:
     """Validated settings (None = the preset's range, see `range_defaults`); SpecError naming the field otherwise."""
-    from batchlab.core.spec import SpecError
+    from batchlab.core.errors import SpecError
 
     defaults = range_defaults(preset)
     low = _positive_rate("lr_min", lr_min, defaults.lr_min)

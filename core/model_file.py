@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import h5py
-from batchlab.core.spec import SpecError
+from batchlab.core.errors import SpecError
 
 # Layers whose output has their input's shape (so a model ending in one has its input's last shape).
 SHAPE_KEEPING = (

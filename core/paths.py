@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from batchlab.core.spec import SpecError
+from batchlab.core.errors import SpecError
 
 DEFAULT_OUT_DIR = "runs"  # relative to the working directory, created on first use
 RUN_FILE_SUFFIXES = (".h5", ".hdf5")

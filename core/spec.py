@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from batchlab.core.batch_rules import BATCH_SCHEDULE_ALIASES, BATCH_SCHEDULES
+from batchlab.core.errors import SpecError
 from batchlab.core.lr_rules import LR_RULE_ALIASES, LR_RULES, LR_SCHEDULES, WARMUP_UNITS, warmup_steps
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS, SIZED_FROM_DATA, WORKLOADS, preset_defaults
 from batchlab.core.targets import (
@@ -60,15 +61,6 @@ USER_MODEL_PRESET = "keras-file"  # what --model FILE implies when no preset / w
 USER_MODEL_WORKLOAD = "keras-file"
 
 _DEFAULTS = preset_defaults(DEFAULT_PRESET)
-
-
-class SpecError(ValueError):
-    """A value the user gave is not allowed; the message names field, value and what is allowed."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core import events as ev
+from batchlab.core.errors import SpecError
 from batchlab.core.lr_range import (
     SKIP_FRACTION,
     STOP_FACTOR,
@@ -19,7 +20,7 @@ from batchlab.core.lr_range import (
     parse_range_settings,
     range_defaults,
 )
-from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.core.spec import SweepSpec
 from batchlab.gui.field_rows import add_field_row, error_line
 from batchlab.gui.plot_style import BatchColours, add_legend_below, sync_legend
 from batchlab.gui.worker import TRAINING_NICENESS, SweepWorker

@@ -15,8 +15,9 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core import lr_rules
+from batchlab.core.errors import SpecError
 from batchlab.core.lr_rules import sweep_preview
-from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.core.spec import SweepSpec
 from batchlab.gui.plot_style import BatchColours, add_legend_below, apply_plot_colours, sync_legend
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget

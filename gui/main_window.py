@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from batchlab.core import events as ev
+from batchlab.core.errors import SpecError
 from batchlab.core.model import FAILED_STATUSES, SweepData
-from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.core.spec import SweepSpec
 from batchlab.core.spec_diff import differences_text, spec_differences
 from batchlab.core.sweep.progress import SweepProgress, format_duration
 from batchlab.gui import help as help_dialogs

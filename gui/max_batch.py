@@ -14,7 +14,8 @@ from __future__ import annotations
 import traceback
 
 from batchlab.core.analysis.batch_search import DEFAULT_MARGIN, DEFAULT_START, SearchResult, Trial, find_max_batch
-from batchlab.core.spec import SpecError, SweepSpec, parse_batch_sizes
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import SweepSpec, parse_batch_sizes
 from batchlab.core.sweep.max_batch import (
     DEFAULT_CAP_FRACTION,
     PROBE_STEPS,

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from batchlab.core.errors import SpecError
 from batchlab.core.model import SweepData
-from batchlab.core.spec import SpecError, SweepSpec, with_overrides
+from batchlab.core.spec import SweepSpec, with_overrides
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchlab.core.spec import SpecError
+from batchlab.core.errors import SpecError
 from batchlab.gui.files import PLOT_EXPORT_FILTER, PNG_SCALE, png_scale
 from batchlab.gui.files import export_plot as save_plot
 from batchlab.gui.lr_find_view import RangeTestDialog, is_lr_find_file

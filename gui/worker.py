@@ -19,7 +19,8 @@ import time
 import traceback
 from typing import Any
 
-from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import SweepSpec
 from batchlab.gui.refresh import DEFAULT_POLICY, RefreshPolicy
 from PySide6.QtCore import QObject, QThread, Signal
 

@@ -9,9 +9,9 @@ import math
 from typing import Any
 
 import numpy as np
+from batchlab.core.errors import SpecError
 from batchlab.core.events import Column
 from batchlab.core.paths import RUN_FILE_SUFFIXES
-from batchlab.core.spec import SpecError
 
 FORMAT = "batchlab-sweep"
 FORMAT_VERSION = 1

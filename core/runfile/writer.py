@@ -30,6 +30,7 @@ from typing import Any
 import h5py
 import numpy as np
 from batchlab.core import __version__
+from batchlab.core.errors import SpecError
 from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
@@ -61,7 +62,6 @@ from batchlab.core.runfile.format import (
     run_group_name,
 )
 from batchlab.core.runfile.liveness import writer_identity
-from batchlab.core.spec import SpecError
 
 METRICS_GROUP = "metrics"  # per run: the model's compiled metrics per epoch (docs/runfile-format.md)
 STEP_ROWS_FLUSH_SECONDS = 2.0  # step rows reach the disk at most this late (bench/bench_step_flush.py: the cost)

@@ -104,8 +104,8 @@ def suggested_rates(path: str | os.PathLike, pick: str = "steepest") -> dict[int
 
     Raises SpecError (field lr_from) for a file that is not an lr-find file or holds no usable suggestion.
     """
+    from batchlab.core.errors import SpecError
     from batchlab.core.runfile.reader import read_run_file
-    from batchlab.core.spec import SpecError
 
     path = Path(path)
     try:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import psutil
 from batchlab.core.analysis.batch_search import DEFAULT_MARGIN, SearchResult, Trial
-from batchlab.core.spec import RunSpec, SpecError, SweepSpec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import RunSpec, SweepSpec
 from batchlab.core.training.batch_probe import PROBE_ANSWER, batch_probe_main
 
 POLL_SECONDS = 0.02  # how often the parent reads the child's memory; allocation between reads overshoots little

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.errors import SpecError
 from batchlab.core.events import now_iso
-from batchlab.core.spec import SpecError
 
 CACHE_ENV = "BATCHLAB_CACHE_DIR"
 CACHE_FILE = "matmul_peak.json"

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import SweepSpec
 from batchlab.core.sweep.processes import POLL_SECONDS, STOP_GRACE_SECONDS, _death_message, start_child
 from batchlab.core.training.child import PROBE_ERROR, PROBE_RESULT, probe_main
 

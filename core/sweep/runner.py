@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.errors import SpecError
 from batchlab.core.events import RUN_ENDED, RUN_STARTED, SWEEP_ENDED, SWEEP_STARTED, log_event, make_event, now_iso
-from batchlab.core.spec import KERAS_PREFIX, RunSpec, SpecError, SweepSpec
+from batchlab.core.spec import KERAS_PREFIX, RunSpec, SweepSpec
 from batchlab.core.sweep.forkserver import ForkServer, ForkServerGone, fork_possible
 from batchlab.core.sweep.probe import _gpu_possible, _parent_environment, _probe, _probe_answer, _probe_environment
 from batchlab.core.sweep.processes import (

@@ -18,8 +18,9 @@ import sys
 import threading
 from typing import Any
 
+from batchlab.core.errors import SpecError
 from batchlab.core.events import RUN_ENDED, log_event, make_event, now_iso
-from batchlab.core.spec import RunSpec, SpecError, SweepSpec
+from batchlab.core.spec import RunSpec, SweepSpec
 from batchlab.core.training.startup import StartupClock
 
 PROBE_RESULT = "probe_result"

@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 import keras
-from batchlab.core.spec import MIXED_PRECISION_ON_CPU, RunSpec, SpecError
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import MIXED_PRECISION_ON_CPU, RunSpec
 from batchlab.core.training.xla_choice import choose_xla, xla_cache_in_use
 
 MIXED = "mixed_float16"

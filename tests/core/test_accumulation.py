@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from batchlab.core.errors import SpecError
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.spec import build_spec
 from batchlab.core.sweep.runner import run_sweep
 
 SCRIPT = """

@@ -15,10 +15,11 @@ from batchlab.core.batch_rules import (
     step_batches,
     training_bounds,
 )
+from batchlab.core.errors import SpecError
 from batchlab.core.events import LOG
 from batchlab.core.lr_rules import LrPlan, sweep_preview, sweep_preview_batches
 from batchlab.core.model import SweepData
-from batchlab.core.spec import SpecError, SweepSpec, build_spec, spec_errors
+from batchlab.core.spec import SweepSpec, build_spec, spec_errors
 from batchlab.core.sweep.runner import run_sweep
 from batchlab.core.table import batch_schedule_lines
 from batchlab.core.training.batch_schedule import BatchSchedule

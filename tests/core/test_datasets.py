@@ -19,7 +19,7 @@ from batchlab.core.datasets import (
     load_keras_dataset,
     prepare_arrays,
 )
-from batchlab.core.spec import SpecError
+from batchlab.core.errors import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FULL_MNIST = REPO_ROOT.parent / "shared" / "datasets" / "mnist.npz"

@@ -3,7 +3,8 @@
 import h5py
 import numpy as np
 import pytest
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import build_spec
 
 from tests.core.test_cli import batchlab
 

@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pytest
 from batchlab.core import cli
+from batchlab.core.errors import SpecError
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.spec import build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
 
 TINY = {

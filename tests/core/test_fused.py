@@ -9,7 +9,8 @@ import sys
 
 import pytest
 from batchlab.core import cli
-from batchlab.core.spec import MIXED_PRECISION_ON_CPU, SpecError, build_spec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import MIXED_PRECISION_ON_CPU, build_spec
 
 from tests.core.test_cli import assert_one_line_error, batchlab
 
@@ -17,7 +18,8 @@ SCRIPT = """
 import json, os
 os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import build_spec
 from batchlab.core.training.trainer import train_run
 
 # 100 samples at batch 16: 7 steps an epoch, the last of 4 samples; evaluations every 3 steps and a step

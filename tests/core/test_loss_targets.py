@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from batchlab.core.errors import SpecError
 from batchlab.core.loss_targets import (
     BINARY,
     CLASSIFICATION,
@@ -13,7 +14,6 @@ from batchlab.core.loss_targets import (
     fit_targets,
     summarize_targets,
 )
-from batchlab.core.spec import SpecError
 
 RNG = np.random.default_rng(0)
 INDICES = np.array([0, 2, 1, 2, 0, 1])

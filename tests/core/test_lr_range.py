@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from batchlab.core.errors import SpecError
 from batchlab.core.lr_range import (
     DEFAULT_LR_MAX,
     DEFAULT_LR_MIN,
@@ -19,7 +20,6 @@ from batchlab.core.lr_range import (
     smooth,
     suggest,
 )
-from batchlab.core.spec import SpecError
 
 
 def test_rates_grow_geometrically_from_lr_min_to_lr_max():

@@ -11,9 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 from batchlab.core import cli
+from batchlab.core.errors import SpecError
 from batchlab.core.lr_rules import LrPlan, Plateau, plan_for, scaled_lr
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.spec import SpecError, build_spec, spec_errors
+from batchlab.core.spec import build_spec, spec_errors
 from batchlab.core.sweep.runner import run_sweep
 from batchlab.core.training.hooks import LearningRateLog
 

@@ -1,7 +1,7 @@
 """`batchlab max-batch` for real: tries in child processes, the data's size as a limit, the host memory cap."""
 
 import pytest
-from batchlab.core.spec import SpecError
+from batchlab.core.errors import SpecError
 from batchlab.core.sweep.max_batch import DEFAULT_CAP_FRACTION, parse_memory_cap
 
 from tests.core.test_cli import assert_one_line_error, batchlab

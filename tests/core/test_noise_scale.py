@@ -19,7 +19,8 @@ from batchlab.core.analysis.noise_scale import (
     noise_scale_series,
     unbiased_estimates,
 )
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import build_spec
 
 # ---------------------------------------------------------------------- the estimator's math
 
@@ -372,7 +373,8 @@ def test_a_profile_of_a_preset_with_a_warmup_measures_past_it():
     """`batchlab profile --preset golmant-lsr` was refused: its 2-epoch warmup (512 steps at batch 16) outlasted
     the 200-step budget. The default budget is now 200 steps after the warmup; --steps is still taken as given."""
     from batchlab.core.cli import _build_parser, _profile_values
-    from batchlab.core.spec import SpecError, build_spec
+    from batchlab.core.errors import SpecError
+    from batchlab.core.spec import build_spec
 
     spec = build_spec(_profile_values(_build_parser().parse_args(["profile", "--preset", "golmant-lsr"])))
     assert spec.batch_sizes == (16, 256, 4096) and (spec.budget.unit, spec.budget.amount) == ("steps", 512 + 200)

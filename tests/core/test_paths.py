@@ -1,9 +1,9 @@
 """Run-file paths: one set of rules for the CLI's --out, the window's field and the writer."""
 
 import pytest
+from batchlab.core.errors import SpecError
 from batchlab.core.paths import check_run_file, default_run_file, is_default_run_file, run_file_problem
 from batchlab.core.runfile import RunFileWriter
-from batchlab.core.spec import SpecError
 
 
 def test_default_name_is_recognised_and_lives_in_the_folder(tmp_path):

@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 from batchlab.core import cli
 from batchlab.core.analysis.startup import explain_startup
+from batchlab.core.errors import SpecError
 from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.spec import build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
 from batchlab.core.training.ahead import TEST_FAIL_PREPARE_ENV
 

@@ -3,8 +3,9 @@
 
 import numpy as np
 import pytest
+from batchlab.core.errors import SpecError
 from batchlab.core.presets import PRESETS
-from batchlab.core.spec import SpecError, build_spec, spec_errors
+from batchlab.core.spec import build_spec, spec_errors
 
 from tests.core.test_cli import assert_one_line_error, batchlab
 

@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 import pytest
 from batchlab.core.batch_rules import BatchPlan
+from batchlab.core.errors import SpecError
 from batchlab.core.events import (
     EPOCH_COLUMNS,
     EPOCH_ENDED,
@@ -44,7 +45,7 @@ from batchlab.core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileW
 from batchlab.core.runfile.format import column_values
 from batchlab.core.runfile.reader import read_run_file, status_if_writer_gone
 from batchlab.core.runfile.writer import STEP_CHUNK
-from batchlab.core.spec import SpecError, SweepSpec
+from batchlab.core.spec import SweepSpec
 from batchlab.core.table import format_table, summary_rows
 from batchlab.core.training.startup import StartupClock
 

@@ -14,10 +14,11 @@ import numpy as np
 import psutil
 import pytest
 from batchlab.core.analysis.startup import one_time_costs
+from batchlab.core.errors import SpecError
 from batchlab.core.events import SKIPPED_MESSAGE
 from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.spec import build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
 from batchlab.core.table import summary_rows
 

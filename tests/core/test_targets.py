@@ -5,9 +5,10 @@ import math
 
 import numpy as np
 import pytest
+from batchlab.core.errors import SpecError
 from batchlab.core.events import EVALUATION, LOG
 from batchlab.core.figures import run_figures
-from batchlab.core.spec import Budget, SpecError, SweepSpec, build_spec, spec_errors
+from batchlab.core.spec import Budget, SweepSpec, build_spec, spec_errors
 from batchlab.core.table import NOT_REACHED_TEXT, format_table, summary_rows
 from batchlab.core.targets import (
     NOT_REACHED,

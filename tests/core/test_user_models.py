@@ -110,7 +110,8 @@ from pathlib import Path
 import numpy as np
 import keras
 from batchlab.core.runfile.writer import RunFileWriter
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import build_spec
 from batchlab.core.training.trainer import train_run
 
 root = Path(sys.argv[1])

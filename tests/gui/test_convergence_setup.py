@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 from batchlab.core import cli
+from batchlab.core.errors import SpecError
 from batchlab.core.events import make_event, now_iso
 from batchlab.core.model import SweepData
 from batchlab.core.runfile.writer import RunFileWriter
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.spec import build_spec
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 from batchlab.core import cli
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.errors import SpecError
+from batchlab.core.spec import build_spec
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 

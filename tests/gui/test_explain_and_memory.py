@@ -11,8 +11,8 @@ import threading
 import pytest
 from batchlab.core.analysis.batch_search import DEFAULT_MARGIN, Trial
 from batchlab.core.analysis.explain import explain_sweep
+from batchlab.core.errors import SpecError
 from batchlab.core.model import SweepData
-from batchlab.core.spec import SpecError
 from batchlab.core.sweep.max_batch import BatchProber, describe_result, parse_margin, parse_memory_cap
 from batchlab.gui.max_batch import MaxBatchWorker, with_largest_batch
 from batchlab.gui.oom_offer import micro_batches

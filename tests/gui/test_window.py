@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from batchlab.core.errors import SpecError
 from batchlab.core.presets import PRESETS
-from batchlab.core.spec import SpecError, build_spec
+from batchlab.core.spec import build_spec
 from batchlab.gui.app import HEADLESS_HINT, broken_binding_message, run_app
 from PySide6.QtCore import QSettings
 
