@@ -10,6 +10,7 @@ import argparse
 import json
 import signal
 import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -412,7 +413,7 @@ def _print_table(path: Path) -> None:
     sweep = SweepData.from_file(path)
     line = target_line(sweep.spec)
     if line:
-        print(line)
+        print(textwrap.fill(line, text_width(), subsequent_indent="  "))
     rows = summary_rows(sweep)
     print(format_table(rows, width=terminal_columns()))
     _print_batch_changes(sweep)
@@ -634,7 +635,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
     line = target_line(sweep.spec)
     if line:
-        print(line)
+        print(textwrap.fill(line, text_width(), subsequent_indent="  "))
     tasks = sorted({str(r.attrs["task"]) for r in sweep.runs.values() if r.attrs.get("task")})
     if tasks:
         print(f"task: {', '.join(tasks)}")

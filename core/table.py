@@ -188,28 +188,46 @@ def format_table(rows: list[dict[str, Any]], width: int | None = None) -> str:
 
     Numbers are right-aligned under their headers, columns two spaces apart, no borders or colours,
     so the output reads the same in a terminal, a pipe and a log file. Given the terminal's `width`, a table
-    wider than it puts its headers on two lines (on 80 columns the one-line headers made it 108 wide).
+    wider than it puts its headers on two lines (on 80 columns the one-line headers made it 108 wide); one
+    still wider (a sweep with a target: 135 columns) becomes two tables, the run figures and then the
+    target figures, each keyed by batch and seed.
     """
     one_line = _format_table(rows, lambda h: h)
-    if width is None or max(map(len, one_line.splitlines()), default=0) <= width:
+    if width is None or _width(one_line) <= width:
         return one_line
-    return _format_table(rows, two_line)
+    two_lines = _format_table(rows, two_line)
+    if _width(two_lines) <= width or not _has_targets(rows):
+        return two_lines
+    runs = _format_table(rows, two_line, targets=False)
+    targets = _format_table(rows, two_line, columns=TABLE_COLUMNS[:2], status=False)
+    return runs + "\n\n" + targets
 
 
-def _format_table(rows: list[dict[str, Any]], head) -> str:
+def _width(text: str) -> int:
+    return max(map(len, text.splitlines()), default=0)
+
+
+def _has_targets(rows: list[dict[str, Any]]) -> bool:
+    return any(row.get("target_reached", -1) != -1 for row in rows)
+
+
+def _format_table(rows: list[dict[str, Any]], head, targets: bool = True, columns=TABLE_COLUMNS, status=True) -> str:
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="", expand=False)
-    for _, header, _ in TABLE_COLUMNS:
+    for _, header, _ in columns:
         table.add_column(head(header), justify="right", no_wrap=True)
-    targets = any(row.get("target_reached", -1) != -1 for row in rows)
+    targets = targets and _has_targets(rows)
     if targets:
         for _, header, _ in TARGET_COLUMNS:
             table.add_column(head(header), justify="right", no_wrap=True)
-    table.add_column("status", justify="left", no_wrap=True)
+    if status:
+        table.add_column("status", justify="left", no_wrap=True)
     for row in rows:
-        cells = [_cell(key, row.get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
+        cells = [_cell(key, row.get(key), fmt) for key, _, fmt in columns]
         if targets:
             cells += _target_cells(row)
-        table.add_row(*cells, _status_cell(str(row.get("status", "")), row.get("message", "")))
+        if status:
+            cells.append(_status_cell(str(row.get("status", "")), row.get("message", "")))
+        table.add_row(*cells)
     console = Console(file=io.StringIO(), width=TABLE_MAX_WIDTH, color_system=None, highlight=False)
     with console.capture() as captured:
         console.print(table)

@@ -146,6 +146,27 @@ def test_the_table_says_not_reached_within_budget():
     assert "steps to target" not in format_table([{"batch_size": 32, "seed": 0, "status": "ok"}])
 
 
+def test_on_80_columns_the_target_figures_become_a_second_table_keyed_by_batch_and_seed():
+    """Issue 29: with target columns the runs table was 135 columns even with two-line headers."""
+    rows = [
+        {"batch_size": 32, "seed": 0, "status": "ok", "final_loss": 0.26, "total_time": 3.2, "samples_per_s": 7022.0}
+        | {"tracing_time": 0.95, "first_epoch_peak_bytes": 615 << 20, "steady_peak_bytes": 625 << 20}
+        | {"target_reached": 1, "steps_to_target": 189, "epochs_to_target": 3, "examples_to_target": 6000}
+        | {"time_to_target": 1.85},
+        {"batch_size": 512, "seed": 1, "status": "ok", "final_loss": 0.99, "total_time": 1.7, "target_reached": 0},
+    ]
+    wide = format_table(rows, width=200)
+    assert len(wide.splitlines()) == 3  # one table, one-line headers: it fits
+    text = format_table(rows, width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    runs, targets = text.split("\n\n")
+    assert "steady" in runs and "target" not in runs and "status" in runs
+    assert "target" in targets and "status" not in targets
+    assert [line.split()[:2] for line in targets.splitlines()[2:]] == [["32", "0"], ["512", "1"]]
+    assert "189" in targets.splitlines()[2] and "1.85" in targets.splitlines()[2]
+    assert NOT_REACHED_TEXT in targets.splitlines()[3]
+
+
 # ---------------------------------------------------------------------- the evaluation hook on synthetic rows
 
 

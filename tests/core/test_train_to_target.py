@@ -83,6 +83,9 @@ def test_a_run_that_misses_its_target_uses_its_whole_steps_budget_and_says_not_r
         assert (run["evals/val_accuracy"][()] <= 0.99).all()
     report = batchlab("report", out)
     assert NOT_REACHED_TEXT in report.stdout
+    narrow = batchlab("report", out, env={"COLUMNS": "80"})  # issue 29: the target line and table fit 80
+    assert NOT_REACHED_TEXT in narrow.stdout and "target: val_accuracy > 0.99" in narrow.stdout
+    assert max(len(line) for line in narrow.stdout.splitlines() if str(out) not in line) <= 80  # but the path
 
 
 def test_an_accuracy_target_for_a_users_autoencoder_is_refused_before_training(tmp_path):
