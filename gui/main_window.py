@@ -41,11 +41,13 @@ from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
+    QFrame,
     QLabel,
     QMainWindow,
     QMessageBox,
     QPlainTextEdit,
     QProgressBar,
+    QScrollArea,
     QSizePolicy,
     QSplitter,
     QTabWidget,
@@ -133,6 +135,18 @@ class MainWindow(FileActionsMixin, QMainWindow):
 
     # ------------------------------------------------------------ layout
 
+    def _room_for_why_tab(self, index: int) -> None:
+        """Showing the time bars, the pane under the plots grows to the bars and their legend, at most two thirds of
+        the Summary (beyond that it scrolls); the plots keep the rest. A pane the user made taller stays."""
+        if self.why_tabs.widget(index) is not self.explanation:
+            bars = self.summary.time_bars
+            legend = bars.legend.heightForWidth(max(1, self.why_tabs.width() - 20)) if bars.legend.text() else 0
+            need = bars.plot_widget.maximumHeight() + legend + self.why_tabs.tabBar().sizeHint().height() + 8
+            top, bottom = self.summary_splitter.sizes()
+            if bottom < need:
+                bottom = min(need, (top + bottom) * 2 // 3)
+                self.summary_splitter.setSizes([top + self.summary_splitter.sizes()[1] - bottom, bottom])
+
     def _build_widgets(self) -> None:
         output_dir = str(self.settings.value("files/output_dir", run_folder.default_output_dir()))
         self.setup = SetupPanel(output_dir)
@@ -140,15 +154,26 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.summary = SummaryView(self.colours)
         self.views = QTabWidget()
         self.views.addTab(self.live, "Live")
-        # The summary plots over "where the time goes" (core/analysis/explain.py); the text never squeezes them away.
+        # The summary plots over "why" (core/analysis/explain.py) and "where each run's time went" (the stacked
+        # bars), a tab each: with both under the plots, the four plots were 120 px tall even at 1440x900.
         self.explanation = ExplanationPanel()
+        self.why_tabs = QTabWidget()
+        self.why_tabs.setObjectName("why_tabs")
+        self.why_tabs.setDocumentMode(True)
+        self.why_tabs.addTab(self.explanation, "Why")
+        bars = QScrollArea()  # many runs: the bars scroll rather than push the plots above off their height
+        bars.setWidgetResizable(True)
+        bars.setFrameShape(QFrame.Shape.NoFrame)
+        bars.setWidget(self.summary.time_bars.widget)
+        self.why_tabs.addTab(bars, "Where the time went")
         self.summary_splitter = QSplitter(Qt.Orientation.Vertical)
         self.summary_splitter.addWidget(self.summary)
-        self.summary_splitter.addWidget(self.explanation)
+        self.summary_splitter.addWidget(self.why_tabs)
         self.summary_splitter.setStretchFactor(0, 3)
         self.summary_splitter.setStretchFactor(1, 1)
         self.summary_splitter.setChildrenCollapsible(False)
         self.summary_splitter.setSizes([450, 150])
+        self.why_tabs.currentChanged.connect(self._room_for_why_tab)
         self.views.addTab(self.summary_splitter, "Summary")
         self.analysis = AnalysisView(self.colours)
         self.views.addTab(self.analysis, "Analysis")

@@ -81,10 +81,9 @@ class SummaryView(RunChangeView):
                 widget.getPlotItem().addItem(ZeroAnchor())
             self.plots[metric] = widget
         lay_out_grid(self, self.plots, columns=2)
-        self.time_bars = TimeAccountBars()  # one stacked bar per run under the four plots (core/analysis/time_account)
-        self.layout().addWidget(self.time_bars.widget, 2, 0, 1, 2)
-        for row, stretch in enumerate((2, 2, 1)):  # the bars' row: half a plot's height, at least its minimum
-            self.layout().setRowStretch(row, stretch)
+        # one stacked bar per run (core/analysis/time_account), redrawn with the plots; the window shows its widget
+        # in a tab under them (main_window.why_tabs)
+        self.time_bars = TimeAccountBars()
         self.sources: dict[str, SweepData] = {}
         self.selection: set[tuple[str, int]] = set()
         self._items: dict[str, list[pg.GraphicsObject]] = defaultdict(list)
