@@ -98,109 +98,138 @@ def fit_targets(
     """The stored targets shaped for a loss of `kind` ("sparse", "categorical", "binary", "regression",
     "other") on a model whose output (without the batch axis) is `out_shape`; SpecError on field
     "data" when they cannot be."""
-    rows = summary.shape
-    where = f"the model's {loss_name} loss"
-    units = out_shape[-1] if out_shape else None
-    flat_rows = rows in ((), (1,))
-    one_output = len(out_shape) == 1
-    index_like = flat_rows and summary.whole and summary.low >= 0
+    fit = _Fit(kind, loss_name, tuple(out_shape), y_train, y_val, summary)
+    if kind == SPARSE:
+        return fit.sparse()
+    if kind == CATEGORICAL:
+        return fit.categorical()
+    if kind == BINARY_LOSS:
+        return fit.binary()
+    return fit.regression_or_other()
 
-    def both(fn) -> tuple[np.ndarray, np.ndarray | None]:
-        return fn(y_train), (None if y_val is None else fn(y_val))
 
-    def not_whole() -> SpecError:
+class _Fit:
+    """One fit of stored targets to a model's output: the shared facts and the error messages, then one
+    method per loss kind."""
+
+    def __init__(self, kind, loss_name, out_shape, y_train, y_val, summary: TargetSummary):
+        self.kind, self.loss_name, self.out_shape, self.summary = kind, loss_name, out_shape, summary
+        self.y_train, self.y_val = y_train, y_val
+        self.rows = summary.shape
+        self.where = f"the model's {loss_name} loss"
+        self.units = out_shape[-1] if out_shape else None
+        self.flat_rows = self.rows in ((), (1,))
+        self.one_output = len(out_shape) == 1
+        self.index_like = self.flat_rows and summary.whole and summary.low >= 0
+
+    def both(self, fn) -> tuple[np.ndarray, np.ndarray | None]:
+        return fn(self.y_train), (None if self.y_val is None else fn(self.y_val))
+
+    def not_whole(self) -> SpecError:
         return _error(
-            f"y_train holds values that are not whole numbers (e.g. {summary.fraction:g}) but {where} needs class "
-            f"indices 0 to {(units or 1) - 1}; for regression compile the model with a regression loss such as mse"
+            f"y_train holds values that are not whole numbers (e.g. {self.summary.fraction:g}) but {self.where} needs "
+            f"class indices 0 to {(self.units or 1) - 1}; for regression compile the model with a regression loss "
+            "such as mse"
         )
 
-    def too_high() -> SpecError:
+    def too_high(self) -> SpecError:
         return _error(
-            f"labels go up to {_number(summary.high)} but the model has {units} outputs; "
-            f"labels must be 0 to {units - 1}"
+            f"labels go up to {_number(self.summary.high)} but the model has {self.units} outputs; "
+            f"labels must be 0 to {self.units - 1}"
         )
 
-    def mismatch(expected: str) -> SpecError:
+    def negative(self) -> SpecError:
+        return _error(f"y_train has a negative label ({_number(self.summary.low)}); labels must be class indices")
+
+    def mismatch(self, expected: str) -> SpecError:
         return _error(
-            f"y_train rows have shape {rows} but the model's output has shape {out_shape} and {where} needs {expected}"
+            f"y_train rows have shape {self.rows} but the model's output has shape {self.out_shape} and {self.where} "
+            f"needs {expected}"
         )
 
-    def one_hot() -> FittedTargets:
-        if summary.high >= units:
-            raise too_high()
+    def one_hot(self) -> FittedTargets:
+        units = self.units
+        if self.summary.high >= units:
+            raise self.too_high()
         eye = np.eye(units, dtype="float32")
-        y_t, y_v = both(lambda y: eye[y.reshape(-1).astype(np.int64)])
-        note = f"labels one-hot encoded to {units} classes for the model's {loss_name} loss (it compares whole rows)"
+        y_t, y_v = self.both(lambda y: eye[y.reshape(-1).astype(np.int64)])
+        note = (
+            f"labels one-hot encoded to {units} classes for the model's {self.loss_name} loss (it compares whole rows)"
+        )
         return FittedTargets(y_t, y_v, CLASSIFICATION, "class indices, one-hot encoded", [note])
 
-    if kind == SPARSE:
+    def sparse(self) -> FittedTargets:
+        rows, out_shape, summary = self.rows, self.out_shape, self.summary
         expected_rows = tuple(out_shape[:-1])
         squeezed = rows[:-1] if len(rows) == len(out_shape) and rows[-1:] == (1,) else rows
         if _matches(squeezed, expected_rows):
             if not summary.whole:
-                raise not_whole()
+                raise self.not_whole()
             if summary.low < 0:
-                raise _error(f"y_train has a negative label ({_number(summary.low)}); labels must be class indices")
-            if units is not None and summary.high >= units:
-                raise too_high()
-            y_t, y_v = both(lambda y: y.reshape((len(y), *squeezed)).astype(np.int32))
+                raise self.negative()
+            if self.units is not None and summary.high >= self.units:
+                raise self.too_high()
+            y_t, y_v = self.both(lambda y: y.reshape((len(y), *squeezed)).astype(np.int32))
             return FittedTargets(y_t, y_v, CLASSIFICATION, "class indices")
         if _matches(rows, out_shape):
             raise _error(
-                f"y_train rows have shape {rows}, like one-hot or soft labels, but {where} needs class indices "
+                f"y_train rows have shape {rows}, like one-hot or soft labels, but {self.where} needs class indices "
                 f"(one whole number per sample, shape (N,)); compile the model with categorical_crossentropy, "
                 f"or store np.argmax(y, axis=-1)"
             )
-        raise mismatch(f"class indices of shape (N, {', '.join(map(str, expected_rows))})".replace(", )", ")"))
+        raise self.mismatch(f"class indices of shape (N, {', '.join(map(str, expected_rows))})".replace(", )", ")"))
 
-    if kind == CATEGORICAL:
-        if _matches(rows, out_shape):
+    def categorical(self) -> FittedTargets:
+        summary = self.summary
+        if _matches(self.rows, self.out_shape):
             if summary.low < 0 or summary.high > 1:
                 raise _error(
-                    f"y_train values go from {_number(summary.low)} to {_number(summary.high)} but {where} needs "
+                    f"y_train values go from {_number(summary.low)} to {_number(summary.high)} but {self.where} needs "
                     "one-hot or soft labels (each row's values from 0 to 1)"
                 )
-            y_t, y_v = both(lambda y: y.astype(np.float32))
+            y_t, y_v = self.both(lambda y: y.astype(np.float32))
             return FittedTargets(y_t, y_v, CLASSIFICATION, "one-hot" if summary.whole else "soft labels")
-        if flat_rows and one_output and units and units > 1:
+        if self.flat_rows and self.one_output and self.units and self.units > 1:
             if not summary.whole:
-                raise not_whole()
+                raise self.not_whole()
             if summary.low < 0:
-                raise _error(f"y_train has a negative label ({_number(summary.low)}); labels must be class indices")
-            return one_hot()
-        raise mismatch(f"one-hot rows of shape {out_shape} or class indices")
+                raise self.negative()
+            return self.one_hot()
+        raise self.mismatch(f"one-hot rows of shape {self.out_shape} or class indices")
 
-    if kind == BINARY_LOSS:
-        if one_output and units == 1 and flat_rows:
+    def binary(self) -> FittedTargets:
+        summary, loss_name = self.summary, self.loss_name
+        if self.one_output and self.units == 1 and self.flat_rows:
             if summary.low < 0 or summary.high > 1:
                 raise _error(
                     f"labels go up to {_number(summary.high)} but the model's {loss_name} loss needs labels 0 or 1"
                     if summary.high > 1
-                    else f"y_train has a negative label ({_number(summary.low)}); {where} needs labels 0 or 1"
+                    else f"y_train has a negative label ({_number(summary.low)}); {self.where} needs labels 0 or 1"
                 )
-            y_t, y_v = both(lambda y: y.astype(np.float32).reshape(-1, 1))
+            y_t, y_v = self.both(lambda y: y.astype(np.float32).reshape(-1, 1))
             note = f"labels given as one float column for the model's single output ({loss_name} loss)"
             return FittedTargets(y_t, y_v, BINARY, "0/1", [note])
-        if _matches(rows, out_shape):
+        if _matches(self.rows, self.out_shape):
             if summary.low < 0 or summary.high > 1:
                 raise _error(
-                    f"y_train values go from {_number(summary.low)} to {_number(summary.high)} but {where} needs "
+                    f"y_train values go from {_number(summary.low)} to {_number(summary.high)} but {self.where} needs "
                     "0/1 (or probability) targets"
                 )
-            y_t, y_v = both(lambda y: y.astype(np.float32))
+            y_t, y_v = self.both(lambda y: y.astype(np.float32))
             return FittedTargets(y_t, y_v, MULTI_LABEL, "0/1 vectors" if summary.whole else "probabilities")
-        if index_like and one_output and units and units > 1:
-            return one_hot()
-        raise mismatch(f"0/1 rows of shape {out_shape}")
+        if self.index_like and self.one_output and self.units and self.units > 1:
+            return self.one_hot()
+        raise self.mismatch(f"0/1 rows of shape {self.out_shape}")
 
-    # Regression losses, and losses BatchLab does not know: targets of the output's shape, as floats.
-    task = REGRESSION if kind == REGRESSION_LOSS else OTHER
-    if _matches(rows, out_shape):
-        y_t, y_v = both(lambda y: y.astype(np.float32))
-        return FittedTargets(y_t, y_v, task, "float")
-    if one_output and units == 1 and rows == ():
-        y_t, y_v = both(lambda y: y.astype(np.float32).reshape(-1, 1))
-        return FittedTargets(y_t, y_v, task, "float")
-    if kind == OTHER_LOSS and index_like and one_output and units and units > 1:
-        return one_hot()
-    raise mismatch(f"targets of shape (N, {', '.join(map(str, out_shape))})")
+    def regression_or_other(self) -> FittedTargets:
+        """Regression losses, and losses BatchLab does not know: targets of the output's shape, as floats."""
+        task = REGRESSION if self.kind == REGRESSION_LOSS else OTHER
+        if _matches(self.rows, self.out_shape):
+            y_t, y_v = self.both(lambda y: y.astype(np.float32))
+            return FittedTargets(y_t, y_v, task, "float")
+        if self.one_output and self.units == 1 and self.rows == ():
+            y_t, y_v = self.both(lambda y: y.astype(np.float32).reshape(-1, 1))
+            return FittedTargets(y_t, y_v, task, "float")
+        if self.kind == OTHER_LOSS and self.index_like and self.one_output and self.units and self.units > 1:
+            return self.one_hot()
+        raise self.mismatch(f"targets of shape (N, {', '.join(map(str, self.out_shape))})")
