@@ -97,6 +97,22 @@ class RangeTestDialog(QDialog):
         self.runs: dict[int, dict[str, Any]] = {}  # run -> batch_size, seed
         self.items: list = []
         layout = QVBoxLayout(self)
+        self._build_settings(layout, spec)
+        self._build_plot_and_table(layout)
+        self._build_notes(layout)
+        self._build_buttons(layout, spec)
+        self.resize(760, 640)
+        if spec is not None:
+            batches = ", ".join(map(str, spec.batch_sizes))
+            self.status.setText(
+                f"{spec.preset}: batch sizes {batches}, seeds {', '.join(map(str, spec.seeds))}; each test trains a "
+                f"fresh model in its own process. The file: {out_path}"
+            )
+        if path:
+            self.load(path)
+
+    def _build_settings(self, layout: QVBoxLayout, spec: SweepSpec | None) -> None:
+        """The range fields (blank: lr-find's defaults), shown when the dialog runs a test."""
         self.settings_box = QWidget()
         form = QFormLayout(self.settings_box)
         form.setContentsMargins(0, 0, 0, 0)
@@ -117,6 +133,9 @@ class RangeTestDialog(QDialog):
             self.fields[name], self.field_errors[name] = edit, error
         layout.addWidget(self.settings_box)
         self.settings_box.setVisible(spec is not None)
+
+    def _build_plot_and_table(self, layout: QVBoxLayout) -> None:
+        """Loss against rate over the table of suggestions, in a splitter."""
         splitter = QSplitter(Qt.Orientation.Vertical)
         self.plot = pg.PlotWidget(title="Loss vs learning rate")
         self.plot.setObjectName("range_plot")
@@ -138,6 +157,9 @@ class RangeTestDialog(QDialog):
         splitter.addWidget(self.table)
         splitter.setSizes([360, 140])
         layout.addWidget(splitter, 1)
+
+    def _build_notes(self, layout: QVBoxLayout) -> None:
+        """What the suggestions mean, and the status line."""
         self.note = QLabel(
             f"Suggested lr (solid line): where the smoothed loss falls fastest per unit of log(lr), the first "
             f"{SKIP_FRACTION:.0%} of the points skipped. min/10 (dotted): the rate of the lowest smoothed loss / 10. "
@@ -150,6 +172,9 @@ class RangeTestDialog(QDialog):
         self.status.setObjectName("range_status")
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
+
+    def _build_buttons(self, layout: QVBoxLayout, spec: SweepSpec | None) -> None:
+        """Run/Stop (with a spec), Use these rates, Close."""
         buttons = QHBoxLayout()
         self.run_button = QPushButton("Run the range test")
         self.run_button.setObjectName("run_range_test")
@@ -171,15 +196,6 @@ class RangeTestDialog(QDialog):
         buttons.addWidget(self.use_button)
         buttons.addWidget(close)
         layout.addLayout(buttons)
-        self.resize(760, 640)
-        if spec is not None:
-            batches = ", ".join(map(str, spec.batch_sizes))
-            self.status.setText(
-                f"{spec.preset}: batch sizes {batches}, seeds {', '.join(map(str, spec.seeds))}; each test trains a "
-                f"fresh model in its own process. The file: {out_path}"
-            )
-        if path:
-            self.load(path)
 
     # ------------------------------------------------------------ settings and running
 
