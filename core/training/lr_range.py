@@ -59,43 +59,8 @@ def range_test_run(
     t0 = time.perf_counter()
     try:
         setup = prepare_run(run, emit)
-        model = setup.model
-        emit(
-            make_event(
-                RUN_STARTED,
-                run=run.index,
-                batch_size=run.batch_size,
-                seed=run.seed,
-                pid=os.getpid(),
-                nice=os.getpriority(os.PRIO_PROCESS, 0),
-                device=device_name,
-                steps_per_epoch=setup.steps_per_epoch,
-                epochs=math.ceil(settings.lr_steps / setup.steps_per_epoch),
-                samples=setup.samples,
-                started=now_iso(),
-                **settings.to_dict(),
-            )
-        )
-        saved = model.get_weights()
-        rate = keras.Variable(settings.lr_min, dtype="float32", trainable=False, name="lr_range_rate")
-        # A callable rate is read in every step (a schedule in the spec would not be settable).
-        model.optimizer.learning_rate = lambda: rate
-        step_fn = make_step_function(model)
-        pipeline = make_input_pipeline(setup.x_train, setup.y_train, run.batch_size, run.sweep.shuffle, run.seed)
-        batches = iter(pipeline.repeat())
-        flushed = time.monotonic()
-        for lr in settings.rates():
-            if should_stop():
-                raise StopRequested()
-            rate.assign(float(lr))
-            xb, yb, _made = next(batches)
-            stop = test.add(float(lr), float(step_fn(xb, yb)["loss"]))
-            if time.monotonic() - flushed > STEP_FLUSH_SECONDS * 8:  # a few events per run: each one is flushed
-                sent, flushed = _send_points(emit, run.index, test, sent), time.monotonic()
-            if stop:
-                break
-        test.finish()
-        model.set_weights(saved)  # the model as it was before the test (the child ends after it anyway)
+        emit(_run_started(run, settings, setup, device_name))
+        sent = _raise_the_rate(run, settings, setup, test, emit, should_stop)
     except StopRequested:
         test.stop_reason = test.stop_reason or STOPPED
         end.update(status="interrupted", message="stopped by the user; the points so far are kept")
@@ -103,6 +68,55 @@ def range_test_run(
         end.update(status=classify_failure(e), message=first_line(e))
         emit(log_event("error", traceback_text(e), run=run.index))
     _send_points(emit, run.index, test, sent)
+    emit(_run_ended(run, test, end, time.perf_counter() - t0))
+
+
+def _run_started(run: RunSpec, settings: RangeSettings, setup, device_name: str) -> dict[str, Any]:
+    return make_event(
+        RUN_STARTED,
+        run=run.index,
+        batch_size=run.batch_size,
+        seed=run.seed,
+        pid=os.getpid(),
+        nice=os.getpriority(os.PRIO_PROCESS, 0),
+        device=device_name,
+        steps_per_epoch=setup.steps_per_epoch,
+        epochs=math.ceil(settings.lr_steps / setup.steps_per_epoch),
+        samples=setup.samples,
+        started=now_iso(),
+        **settings.to_dict(),
+    )
+
+
+def _raise_the_rate(run: RunSpec, settings: RangeSettings, setup, test: RangeTest, emit: Emit, should_stop) -> int:
+    """One step at each rate of the range until the loss blows up or the range ends; the model's weights are
+    restored afterwards. Returns how many points were already sent."""
+    model = setup.model
+    sent = 0
+    saved = model.get_weights()
+    rate = keras.Variable(settings.lr_min, dtype="float32", trainable=False, name="lr_range_rate")
+    # A callable rate is read in every step (a schedule in the spec would not be settable).
+    model.optimizer.learning_rate = lambda: rate
+    step_fn = make_step_function(model)
+    pipeline = make_input_pipeline(setup.x_train, setup.y_train, run.batch_size, run.sweep.shuffle, run.seed)
+    batches = iter(pipeline.repeat())
+    flushed = time.monotonic()
+    for lr in settings.rates():
+        if should_stop():
+            raise StopRequested()
+        rate.assign(float(lr))
+        xb, yb, _made = next(batches)
+        stop = test.add(float(lr), float(step_fn(xb, yb)["loss"]))
+        if time.monotonic() - flushed > STEP_FLUSH_SECONDS * 8:  # a few events per run: each one is flushed
+            sent, flushed = _send_points(emit, run.index, test, sent), time.monotonic()
+        if stop:
+            break
+    test.finish()
+    model.set_weights(saved)  # the model as it was before the test (the child ends after it anyway)
+    return sent
+
+
+def _run_ended(run: RunSpec, test: RangeTest, end: dict[str, Any], seconds: float) -> dict[str, Any]:
     result = test.result()
     finite = [v for v in test.losses if math.isfinite(v)]
     if end["status"] == "ok":
@@ -111,18 +125,16 @@ def range_test_run(
             f"range test: {len(test.lrs)} steps, stopped: {test.stop_reason}; suggested lr {text} (steepest), "
             f"{result.min10_lr:.3g} (min/10)"
         )
-    emit(
-        make_event(
-            RUN_ENDED,
-            run=run.index,
-            ended=now_iso(),
-            final_loss=finite[-1] if finite else math.nan,
-            total_time=time.perf_counter() - t0,
-            suggested_lr=result.steepest_lr,
-            suggested_lr_min10=result.min10_lr,
-            loss_at_suggestion=result.loss_at_steepest,
-            stop_reason=test.stop_reason or "not started",
-            range_steps=len(test.lrs),
-            **end,
-        )
+    return make_event(
+        RUN_ENDED,
+        run=run.index,
+        ended=now_iso(),
+        final_loss=finite[-1] if finite else math.nan,
+        total_time=seconds,
+        suggested_lr=result.steepest_lr,
+        suggested_lr_min10=result.min10_lr,
+        loss_at_suggestion=result.loss_at_steepest,
+        stop_reason=test.stop_reason or "not started",
+        range_steps=len(test.lrs),
+        **end,
     )
