@@ -247,3 +247,23 @@ def test_without_tensorboard_it_says_how_to_install_it(source, tmp_path, capsys,
     monkeypatch.setitem(sys.modules, "tensorboard.summary.writer.record_writer", None)  # as if not installed
     code, _, err = export(capsys, "--tensorboard", tmp_path / "tb", source)
     assert code == 2 and err.count("\n") == 1 and "pip install 'batchlab[tensorboard]'" in err
+
+
+def test_the_format_document_names_what_an_exported_file_adds(source, tmp_path, capsys):
+    """docs/runfile-format.md's *Exported files* table against real exports: every root and run attribute an
+    export adds (full and summary-only) is documented with its type, and nothing else is added."""
+    from tests.core.test_runfile import _attr_type, _doc_table, _doc_tables
+
+    tables = _doc_tables()
+    root, run_table, export_table = (_doc_table(tables, h) for h in ("Root attributes", "Run attributes", "Exported"))
+    for name, args in (("full.h5", ()), ("summary.h5", ("--summary-only",))):
+        assert export(capsys, tmp_path / name, source, *args)[0] == 0
+        with h5py.File(tmp_path / name, "r") as f, h5py.File(source, "r") as g:
+            added = {k: _attr_type(v) for k, v in f.attrs.items() if k not in root}
+            assert set(added) == {"exported", "export_content", "export_selection", "export_sources"}
+            run = f["runs/run_000"].attrs
+            added.update({k: _attr_type(v) for k, v in run.items() if k not in g["runs/run_000"].attrs})
+            assert "source_file" in added and ("summary_step_time" in added) == bool(args)
+        for attr, kind in added.items():
+            assert attr in export_table and export_table[attr] == kind, f"{attr}: file {kind}"
+        assert not set(added) & set(run_table)
