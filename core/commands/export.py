@@ -27,7 +27,12 @@ def add_parser(sub) -> None:
         "(one folder per run; needs the tensorboard package).",
         usage=USAGE,
     )
-    parser.add_argument("files", nargs="+", metavar="FILE.h5", help="OUT.h5 then the run files to read")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE.h5",
+        help="OUT.h5 then the run files to read (with --tensorboard: the run files only)",
+    )
     parser.add_argument("--batch", default=None, help="batch sizes to take, comma-separated (default: all)")
     parser.add_argument("--seed", default=None, help="seeds to take, comma-separated (default: all)")
     parser.add_argument(

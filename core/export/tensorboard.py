@@ -263,7 +263,9 @@ def _write_run(folder: Path, name: str, record: SweepRecord, run: RunRecord, hpa
     values = {hparams[k]: v for k, v in run_hparams(run, record).items()}
     session = summary_v2.hparams_pb(values, trial_id=name, start_time_secs=start)
     writer.add(event_pb2.Event(wall_time=start, step=0, summary=session))
-    for tag, step, value, wall in run_scalars(run, start):
+    # In step order across tags (TensorBoard's --inspect lists a step lower than one before it as out of order;
+    # the tags have their own x axes, steps, examples and epochs, so each series alone is in order but not all).
+    for tag, step, value, wall in sorted(run_scalars(run, start), key=lambda item: item[1]):
         summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
         writer.add(event_pb2.Event(wall_time=wall, step=step, summary=summary))
     writer.close()
