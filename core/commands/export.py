@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         from batchlab.core.export.tensorboard import export_tensorboard
 
         result = export_tensorboard(args.tensorboard, args.files, selection, overwrite=args.overwrite)
-        print(f"wrote {result.runs} runs as TensorBoard event files under {result.path}")
+        print(f"wrote {_runs(result.runs)} as TensorBoard event files under {result.path}")
         print(f"view them with: tensorboard --logdir {result.path}")
         return EXIT_OK
     if len(args.files) < 2:
@@ -70,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
     out, *sources = args.files
     result = export_hdf5(out, sources, selection, summary_only=args.summary_only, overwrite=args.overwrite)
     what = "summary only, per-step tables left out" if result.content == CONTENT_SUMMARY else "every table"
-    print(f"wrote {result.runs} runs of {result.sources} file(s) to {result.path} ({what})")
+    files = "1 file" if result.sources == 1 else f"{result.sources} files"
+    print(f"wrote {_runs(result.runs)} of {files} to {result.path} ({what})")
     print(f"see them with: batchlab report {result.path}")
     return EXIT_OK
+
+
+def _runs(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"

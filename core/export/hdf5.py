@@ -116,7 +116,8 @@ def _write(
                 writer.handle(event)
     what = "summary only: per-step tables left out" if content == CONTENT_SUMMARY else "every table"
     names = ", ".join(str(r.path) for r in records if any(rid == id(r) for rid, _ in new_index))
-    writer.handle(log_event("info", f"batchlab export: {len(chosen)} runs ({selection.describe()}; {what}) of {names}"))
+    line = f"batchlab export: {len(chosen)} run(s) ({selection.describe()}; {what}) of {names}"
+    writer.handle(log_event("info", line))
     status, message = _sweep_status(records)
     ended = max((str(r.attrs["ended"]) for r in records if r.attrs.get("ended")), default=exported)
     writer.handle(make_event(SWEEP_ENDED, status=status, message=message, ended=ended))

@@ -86,7 +86,7 @@ def test_a_subset_opens_in_report_with_the_source_figures_and_says_where_it_came
     (entry,) = json.loads(attrs["export_sources"])
     assert entry["file"] == str(source.resolve()) and entry["sha256"] == before and entry["runs"] == [0, 1]
     assert record.spec["batch_sizes"] == [16, 64] and record.spec["lr"] == original.spec["lr"]
-    assert any("batchlab export: 2 runs" in line for line in record.log)
+    assert any("batchlab export: 2 run(s)" in line for line in record.log)
 
 
 def test_summary_only_keeps_the_report_figures_and_says_what_it_lacks(source, tmp_path, capsys):
