@@ -138,6 +138,22 @@ def test_runs_of_two_files_go_into_one_and_different_settings_are_refused(tmp_pa
     assert not (tmp_path / "mixed.h5").exists()
 
 
+def test_a_file_whose_writer_was_killed_exports_as_every_view_reads_it(source, tmp_path, capsys):
+    """A sweep file that still says running while its writer is gone: its running run is exported interrupted
+    (the writing process ended), as report and the window read it, and --status running takes nothing."""
+    with h5py.File(source, "r+") as f:  # as a killed writer leaves it: running, and a process start that is not ours
+        f.attrs.update({"status": "running", "writer_started": f.attrs["writer_started"] - 3600.0})
+        f["runs/run_002"].attrs["status"] = "running"
+    out = tmp_path / "killed.h5"
+    assert export(capsys, out, source)[0] == 0
+    assert rows_by_run(report_json(out, capsys)) == rows_by_run(report_json(source, capsys))
+    record = read_run_file(out)
+    assert record.runs[2].status == "interrupted" and record.runs[2].message == "the writing process ended"
+    assert record.status == "interrupted"
+    code, _, err = export(capsys, tmp_path / "none.h5", source, "--status", "running")
+    assert code == 2 and "statuses crashed" not in err and "interrupted" in err
+
+
 @pytest.mark.parametrize(
     "case, words",
     [
