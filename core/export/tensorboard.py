@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -165,50 +165,82 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(float(value))
 
 
-def _series(
-    tag: str, steps: Iterable[Any], values: Iterable[Any], walls: Iterable[Any], start: float, missing: float = math.nan
-) -> Iterator[tuple[str, int, float, float]]:
-    """(tag, step, value, wall time) of every finite value; integer columns' missing value (-1) is left out too."""
-    for step, value, wall in zip(steps, values, walls, strict=False):
-        if not _finite(value) or value == missing or not _finite(step):
-            continue
-        yield tag, int(step), float(value), start + (float(wall) if _finite(wall) else 0.0)
+Series = tuple[str, np.ndarray, np.ndarray, np.ndarray]  # tag, steps (int64), values, wall times (s since the epoch)
 
 
-def run_scalars(run: RunRecord, start: float) -> Iterator[tuple[str, int, float, float]]:
-    """Every scalar of one run as (tag, step, value, wall time in s since the epoch); TAGS says what each holds."""
+def _series(tag: str, steps: Any, values: Any, walls: Any, start: float, missing: float = math.nan) -> list[Series]:
+    """One tag's points with a finite value and step (an integer column's missing value, -1, left out too);
+    a wall time that is not finite counts as the run's start. Empty when no point is left."""
+    values = np.asarray(values, dtype=np.float64)
+    steps = np.asarray(steps, dtype=np.float64)
+    walls = np.broadcast_to(np.asarray(walls, dtype=np.float64), values.shape)
+    n = min(len(steps), len(values), len(walls))
+    steps, values, walls = steps[:n], values[:n], walls[:n]
+    keep = np.isfinite(values) & np.isfinite(steps) & (values != missing)
+    if not keep.any():
+        return []
+    return [(tag, steps[keep].astype(np.int64), values[keep], start + np.where(np.isfinite(walls), walls, 0.0)[keep])]
+
+
+def run_scalars(run: RunRecord, start: float) -> list[Series]:
+    """Every scalar series of one run (wall times in s since the epoch); TAGS says what each tag holds."""
+    out: list[Series] = []
     steps = run.steps
     if len(steps.get("step", ())):
         step, wall = steps["step"], steps["wall_time"]
-        yield from _series("loss/by_step", step, steps["loss"], wall, start)
+        out += _series("loss/by_step", step, steps["loss"], wall, start)
         examples = np.cumsum(np.maximum(steps.get("batch_size", np.zeros(len(step))), 0))
-        yield from _series("loss/by_examples", examples, steps["loss"], wall, start)
+        out += _series("loss/by_examples", examples, steps["loss"], wall, start)
         if "lr" in steps:
-            yield from _series("lr/by_step", step, steps["lr"], wall, start)
+            out += _series("lr/by_step", step, steps["lr"], wall, start)
         if "step_time" in steps:
-            yield from _series("step/step_time_s", step, steps["step_time"], wall, start)
+            out += _series("step/step_time_s", step, steps["step_time"], wall, start)
     epochs = run.epochs
     if len(epochs.get("epoch", ())):
-        epoch, wall = epochs["epoch"], epochs.get("wall_time", np.full(len(epochs["epoch"]), np.nan))
+        epoch, wall = epochs["epoch"], epochs.get("wall_time", math.nan)
         for name in EPOCH_COLUMN_NAMES:
             if name in epochs and name not in EPOCH_SKIPPED:
-                yield from _series(f"epoch/{name}", epoch, epochs[name], wall, start)
+                out += _series(f"epoch/{name}", epoch, epochs[name], wall, start)
         for name in MEMORY_COLUMNS:
             if name in epochs:
-                yield from _series(f"memory/{name}", epoch, epochs[name], wall, start, missing=-1)
+                out += _series(f"memory/{name}", epoch, epochs[name], wall, start, missing=-1)
         for name, values in sorted(run.metrics.items()):
-            yield from _series(f"metrics/{name}", epoch, values, wall, start)
+            out += _series(f"metrics/{name}", epoch, values, wall, start)
     evals = run.evals
     if len(evals.get("steps", ())):
         for name, values in evals.items():
             if name not in ("steps", "wall_time", "at_epoch_end"):
-                yield from _series(f"eval/{name}", evals["steps"], values, evals["wall_time"], start)
+                out += _series(f"eval/{name}", evals["steps"], values, evals["wall_time"], start)
     noise = run.noise_scale
     if len(noise.get("step", ())):
-        yield from _series("noise_scale/b_simple", noise["step"], noise["b_simple"], [math.nan] * len(noise["step"]), 0)
+        out += _series("noise_scale/b_simple", noise["step"], noise["b_simple"], math.nan, start)
     figures = run.figures.as_dict()
     for tag, field in SUMMARY_FIGURES.items():
-        yield from _series(tag, [0], [figures[field]], [figures["total_time"]], start, missing=-1)
+        out += _series(tag, [0], [figures[field]], [figures["total_time"]], start, missing=-1)
+    return out
+
+
+def _events(series: list[Series]) -> Iterator[tuple[int, float, list[tuple[str, float]]]]:
+    """(step, wall time, [(tag, value), ...]) in step order: points of one step and wall time (a step's loss, rate
+    and step time) share one event. In step order across tags, since TensorBoard's --inspect lists a step lower
+    than one before it as out of order (the tags have their own x axes: steps, examples, epochs)."""
+    if not series:
+        return
+    tags = [tag for tag, *_ in series]
+    which = np.concatenate([np.full(len(s[1]), i) for i, s in enumerate(series)])
+    steps, values, walls = (np.concatenate([s[k] for s in series]) for k in (1, 2, 3))
+    order = np.lexsort((which, walls, steps))
+    current: tuple[int, float] | None = None
+    points: list[tuple[str, float]] = []
+    for i, step, wall, value in zip(
+        which[order].tolist(), steps[order].tolist(), walls[order].tolist(), values[order].tolist(), strict=True
+    ):
+        if (step, wall) != current:
+            if points:
+                yield current[0], current[1], points
+            current, points = (step, wall), []
+        points.append((tags[i], value))
+    yield current[0], current[1], points
 
 
 def run_hparams(run: RunRecord, record: SweepRecord) -> dict[str, Any]:
@@ -263,9 +295,8 @@ def _write_run(folder: Path, name: str, record: SweepRecord, run: RunRecord, hpa
     values = {hparams[k]: v for k, v in run_hparams(run, record).items()}
     session = summary_v2.hparams_pb(values, trial_id=name, start_time_secs=start)
     writer.add(event_pb2.Event(wall_time=start, step=0, summary=session))
-    # In step order across tags (TensorBoard's --inspect lists a step lower than one before it as out of order;
-    # the tags have their own x axes, steps, examples and epochs, so each series alone is in order but not all).
-    for tag, step, value, wall in sorted(run_scalars(run, start), key=lambda item: item[1]):
-        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+    value = summary_pb2.Summary.Value
+    for step, wall, points in _events(run_scalars(run, start)):
+        summary = summary_pb2.Summary(value=[value(tag=tag, simple_value=v) for tag, v in points])
         writer.add(event_pb2.Event(wall_time=wall, step=step, summary=summary))
     writer.close()

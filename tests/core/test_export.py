@@ -248,6 +248,13 @@ def test_tensorboard_round_trip_through_tensorboards_reader(source, tmp_path, ca
     assert len(list((tmp_path / "tb" / "batch_00016_seed_0").glob("events.out.tfevents.*"))) == 1
 
 
+def test_tensorboard_folders_of_several_files_start_with_the_file_name(tmp_path, capsys):
+    a, b = (write(tmp_path / name, source_events()) for name in ("a.h5", "b.h5"))
+    assert export(capsys, "--tensorboard", tmp_path / "tb", a, b, "--batch", "16")[0] == 0
+    folders = sorted(p.parent.relative_to(tmp_path / "tb") for p in (tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert folders == [Path("."), Path("a/batch_00016_seed_0"), Path("b/batch_00016_seed_0")]
+
+
 def test_tensorboard_export_never_loads_tensorflow(source, tmp_path):
     code = (
         "import sys\nfrom batchlab.core.cli import main\n"
