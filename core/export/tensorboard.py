@@ -85,7 +85,6 @@ class _EventFile:
         self.path = folder / name
         self._file = open(self.path, "wb")
         self._records = record_writer(self._file)
-        self._event_pb2 = event_pb2
         self.add(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def add(self, event) -> None:
@@ -111,9 +110,12 @@ def export_tensorboard(
         _clear(root / name, overwrite)
     _clear(root, overwrite, what="the HParams configuration")
     hparams = _hparam_domains(chosen, tb[2])
-    _write_config(root, hparams, tb)
-    for name, (record, run) in zip(names, chosen, strict=True):
-        _write_run(root / name, name, record, run, hparams, tb)
+    try:
+        _write_config(root, hparams, tb)
+        for name, (record, run) in zip(names, chosen, strict=True):
+            _write_run(root / name, name, record, run, hparams, tb)
+    except OSError as e:  # a full disk, a folder without write permission
+        raise SpecError("tensorboard", f"cannot write the event files under {out}: {e.strerror or e}") from None
     return TensorBoardResult(root, len(chosen), tuple(names))
 
 
@@ -257,8 +259,6 @@ def run_hparams(run: RunRecord, record: SweepRecord) -> dict[str, Any]:
         "workload": str(spec.get("preset") or spec.get("workload") or spec.get("model_file") or ""),
         "status": run.status,
     }
-    if isinstance(values["lr"], float) and not _finite(lr):
-        values["lr"] = "default"
     return values
 
 
@@ -292,11 +292,13 @@ def _write_run(folder: Path, name: str, record: SweepRecord, run: RunRecord, hpa
     start = _start_time(run, record)
     folder.mkdir(parents=True, exist_ok=True)
     writer = _EventFile(folder, event_pb2, record_writer)
-    values = {hparams[k]: v for k, v in run_hparams(run, record).items()}
-    session = summary_v2.hparams_pb(values, trial_id=name, start_time_secs=start)
-    writer.add(event_pb2.Event(wall_time=start, step=0, summary=session))
-    value = summary_pb2.Summary.Value
-    for step, wall, points in _events(run_scalars(run, start)):
-        summary = summary_pb2.Summary(value=[value(tag=tag, simple_value=v) for tag, v in points])
-        writer.add(event_pb2.Event(wall_time=wall, step=step, summary=summary))
-    writer.close()
+    try:
+        values = {hparams[k]: v for k, v in run_hparams(run, record).items()}
+        session = summary_v2.hparams_pb(values, trial_id=name, start_time_secs=start)
+        writer.add(event_pb2.Event(wall_time=start, step=0, summary=session))
+        value = summary_pb2.Summary.Value
+        for step, wall, points in _events(run_scalars(run, start)):
+            summary = summary_pb2.Summary(value=[value(tag=tag, simple_value=v) for tag, v in points])
+            writer.add(event_pb2.Event(wall_time=wall, step=step, summary=summary))
+    finally:
+        writer.close()
