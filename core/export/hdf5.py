@@ -59,7 +59,8 @@ def export_hdf5(
     mode = _common_mode(records)
     _check_same_settings(records)
     chosen = select_runs(records, selection)
-    content = CONTENT_SUMMARY if summary_only else CONTENT_FULL
+    summary_source = any(SUMMARY_STEPS_ATTR in run.attrs for _, run in chosen)  # an export of a summary stays one
+    content = CONTENT_SUMMARY if summary_only or summary_source else CONTENT_FULL
     leave_out = ("steps",) if summary_only else ()
     writer = RunFileWriter(out, overwrite=overwrite, step_flush_s=math.inf, leave_out=leave_out)
     try:
@@ -155,6 +156,8 @@ def _sources(records: list[SweepRecord], chosen: list[tuple[SweepRecord, RunReco
                 "runs": taken,
             }
         )
+        if attrs.get("export_sources"):  # an export of an export: where that one's runs came from
+            out[-1]["export_sources"] = json.loads(str(attrs["export_sources"]))
     return out
 
 

@@ -110,6 +110,15 @@ def test_summary_only_keeps_the_report_figures_and_says_what_it_lacks(source, tm
     assert model.left_out_note and all(r.steps_left_out for r in model.runs.values())
     assert [r.figures for r in model.ordered_runs()] == [r.figures for r in read_run_file(source).runs]
 
+    again = tmp_path / "again.h5"  # an export of the summary is a summary too, and says where both came from
+    assert export(capsys, again, out, "--status", "ok")[0] == 0
+    assert rows_by_run(report_json(again, capsys)) == {
+        key: row for key, row in rows_by_run(report_json(source, capsys)).items() if row["status"] == "ok"
+    }
+    (entry,) = json.loads(read_run_file(again).attrs["export_sources"])
+    assert read_run_file(again).attrs["export_content"] == "summary"
+    assert entry["file"] == str(out.resolve()) and entry["export_sources"][0]["file"] == str(source.resolve())
+
     plain = write(tmp_path / "no-target.h5", full_sweep())  # without a target the advice says why it cannot compare
     assert export(capsys, tmp_path / "no-target-summary.h5", plain, "--summary-only")[0] == 0
     capsys.readouterr()
