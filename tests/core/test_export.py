@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import h5py
@@ -209,6 +210,16 @@ def test_bad_input_gets_one_line(case, words, source, tmp_path, capsys):
 # ---------------------------------------------------------------------- TensorBoard
 
 
+@pytest.fixture
+def tensorflow_free_reader(monkeypatch):
+    """TensorBoard's reader on its own TensorFlow stub: it imports TensorFlow whenever it is installed (for its
+    file access), and this process must never load it (tests/gui check that the window's process is free of it)."""
+    loaded = "tensorflow" in sys.modules
+    monkeypatch.setitem(sys.modules, "tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+    yield
+    assert loaded or "tensorflow" not in sys.modules, "reading the event files loaded TensorFlow"
+
+
 def scalars(folder: Path) -> dict[str, list]:
     """Every scalar of one run folder, read back by TensorBoard's own reader."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -218,6 +229,7 @@ def scalars(folder: Path) -> dict[str, list]:
     return {tag: reader.Scalars(tag) for tag in reader.Tags()["scalars"]}, reader
 
 
+@pytest.mark.usefixtures("tensorflow_free_reader")
 def test_tensorboard_round_trip_through_tensorboards_reader(source, tmp_path, capsys):
     from tensorboard.plugins.hparams import metadata
 
