@@ -181,8 +181,6 @@ def _common_mode(records: list[SweepRecord]) -> str:
 def _check_same_settings(records: list[SweepRecord]) -> None:
     """Refuse files whose settings differ beyond batch sizes and seeds: the export has one spec, as a sweep."""
     specs = {str(r.path): {k: v for k, v in r.spec.items() if k not in MAY_DIFFER} for r in records}
-    if len(specs) < len(records):
-        raise SpecError("file", "a file is named twice; name each run file once")
     differences = spec_differences(specs)
     if differences:
         lines = "; ".join(differences_text(differences))

@@ -69,6 +69,9 @@ def read_sources(paths: list[str | Path]) -> list[SweepRecord]:
     every view reads it: a sweep whose writer died reads interrupted (core/runfile/liveness.py)."""
     if not paths:
         raise SpecError("file", "name at least one run file (.h5) to export")
+    resolved = [Path(p).expanduser().resolve() for p in paths]
+    if len(set(resolved)) < len(resolved):
+        raise SpecError("file", "a file is named twice; name each run file once")
     records = []
     for path in paths:
         record = read_run_file(path)

@@ -176,6 +176,7 @@ def test_a_file_whose_writer_was_killed_exports_as_every_view_reads_it(source, t
         ("is_source", "is one of the files to export"),
         ("tb_with_summary", "summary-only: applies to an HDF5 export"),
         ("tb_into_a_file", "is a file; name a folder for the event files"),
+        ("twice", "a file is named twice"),
     ],
 )
 def test_bad_input_gets_one_line(case, words, source, tmp_path, capsys):
@@ -198,6 +199,8 @@ def test_bad_input_gets_one_line(case, words, source, tmp_path, capsys):
         args = [source, source, "--overwrite"]
     elif case == "tb_with_summary":
         args = ["--tensorboard", tmp_path / "tb", source, "--summary-only"]
+    elif case == "twice":
+        args = ["--tensorboard", tmp_path / "tb", source, tmp_path / ".." / tmp_path.name / source.name]
     elif case == "tb_into_a_file":
         args = ["--tensorboard", source, source]
     before = digest(source)
