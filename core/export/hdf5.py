@@ -64,7 +64,7 @@ def export_hdf5(
     leave_out = ("steps",) if summary_only else ()
     writer = RunFileWriter(out, overwrite=overwrite, step_flush_s=math.inf, leave_out=leave_out)
     try:
-        _write(writer, records, chosen, selection, content, mode)
+        _write(writer, records, chosen, selection, content, mode, summary_only)
     except BaseException:
         writer.close()
         writer.path.unlink(missing_ok=True)  # never leave half an export behind
@@ -80,6 +80,7 @@ def _write(
     selection: Selection,
     content: str,
     mode: str,
+    summary_only: bool,
 ) -> None:
     first = records[0]
     spec = dict(first.spec)
@@ -108,7 +109,7 @@ def _write(
     new_index: dict[tuple[int, int], int] = {}
     for i, (record, run) in enumerate(chosen):
         new_index[(id(record), run.index)] = i
-        for event in run_events(run, i, _run_provenance(record, run, content)):
+        for event in run_events(run, i, _run_provenance(record, run, summary_only)):
             writer.handle(event)
     for record in records:
         runs = {old: new for (rid, old), new in new_index.items() if rid == id(record)}
@@ -124,11 +125,11 @@ def _write(
     writer.handle(make_event(SWEEP_ENDED, status=status, message=message, ended=ended))
 
 
-def _run_provenance(record: SweepRecord, run: RunRecord, content: str) -> dict[str, Any]:
+def _run_provenance(record: SweepRecord, run: RunRecord, summary_only: bool) -> dict[str, Any]:
     """The run attributes an export adds: where the run came from, and in a summary-only file the figures
     its left-out steps gave (core/figures.py reads them back)."""
     extra: dict[str, Any] = {"source_file": str(record.path), "source_index": run.index}
-    if content == CONTENT_SUMMARY and len(next(iter(run.steps.values()), ())):
+    if summary_only and len(next(iter(run.steps.values()), ())):
         figures = run.figures.as_dict()
         extra[SUMMARY_STEPS_ATTR] = len(next(iter(run.steps.values())))
         extra.update({summary_attr(name): float(figures[name]) for name in STEP_FIGURES})
