@@ -1,5 +1,5 @@
-"""BatchLab entry point: `batchlab` opens the window; `batchlab sweep|report|info|presets|max-batch|lr-find|profile`
-run headless.
+"""BatchLab entry point: `batchlab` opens the window; `batchlab sweep|report|info|presets|max-batch|lr-find|profile|
+export` run headless.
 
 Kept import-light on purpose: the window process never imports TensorFlow, and the
 training child (spawned with multiprocessing) re-imports this module.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 # every subcommand of core/cli.py (tests/core/test_cli.py checks the two lists agree); anything else opens the window
-CLI_COMMANDS = ("sweep", "report", "info", "presets", "max-batch", "lr-find", "profile", "-h", "--help")
+CLI_COMMANDS = ("sweep", "report", "info", "presets", "max-batch", "lr-find", "profile", "export", "-h", "--help")
 
 
 def main(argv: list[str] | None = None) -> int:

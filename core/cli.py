@@ -232,7 +232,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 # Commands that live in their own module (core/commands/NAME.py): each has NAME, add_parser(sub) and
 # run(args) -> exit code. A new command adds its module here and touches nothing else in this file.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("export",)
 
 
 def _command_modules():
@@ -626,6 +626,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         from batchlab.core.analysis.analyse import analyse
 
         payload = {"sweep": {"status": sweep.status, "message": sweep.message}, "runs": rows}
+        if sweep.left_out_note:
+            payload["sweep"]["left_out"] = sweep.left_out_note
         payload["analysis"] = analyse(sweep, profile).as_dict()
         payload.update(_profile_json(args.file, sweep))
         print(json.dumps(payload, indent=2, default=str))
@@ -633,6 +635,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     env = sweep.environment
     print(f"{args.file}: sweep {sweep.status_text}; {env.get('device_description', 'unknown device')}")
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
+    if sweep.left_out_note:  # a summary-only export says what it lacks (core/export/hdf5.py)
+        print(sweep.left_out_note)
     line = target_line(sweep.spec)
     if line:
         print(textwrap.fill(line, text_width(), subsequent_indent="  "))

@@ -8,7 +8,8 @@ trainer.
 Event types, in the order a sweep emits them:
 
 - ``sweep_started``: ``spec`` (dict), ``runs`` (list of {index, batch_size, seed}),
-  ``environment`` (dict, see ``ENVIRONMENT_KEYS``), ``started`` (ISO time)
+  ``environment`` (dict, see ``ENVIRONMENT_KEYS``), ``started`` (ISO time); optionally ``mode``
+  (``lr_find``, ``profile``) and, from ``batchlab export`` only, ``export`` (its provenance root attributes)
 - ``run_started``: ``run``, ``batch_size``, ``seed``, ``pid``, ``nice``, ``device``,
   ``steps_per_epoch``, ``epochs``, ``samples``, ``started`` (ISO time), ``engine`` ("loop" or
   "fit": what trained the run), ``sync`` ("every_step" or "sampled": how often the loop waited

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,21 @@ class RunFigures:
 
 
 FIGURE_NAMES = tuple(RunFigures.__dataclass_fields__)
+# Figures computed from the per-step table. A summary-only export (core/export/hdf5.py) leaves the table out and
+# keeps these as run attributes `summary_NAME`, computed here from the steps it left out, with the attribute
+# SUMMARY_STEPS_ATTR (the step rows left out): run_figures gives them back, so the file shows the source's numbers.
+STEP_FIGURES = ("final_loss", "total_time", "samples_per_s", "step_time", "tracing_time")
+SUMMARY_STEPS_ATTR = "steps_left_out"
+
+
+def summary_attr(name: str) -> str:
+    """The run attribute holding figure `name` of a run whose steps were left out (a summary-only export)."""
+    return f"summary_{name}"
+
+
+def steps_left_out(steps: Table, attrs: Mapping[str, Any] | None) -> bool:
+    """True for a run of a summary-only export: its file has no steps but says how many it had."""
+    return not len(_column(steps, "step")) and SUMMARY_STEPS_ATTR in (attrs or {})
 
 
 def run_figures(
@@ -94,7 +109,7 @@ def run_figures(
     first_peak, steady_peak, peak = _peaks(epochs, source)
     steady = _steady_steps(steps)
     step_time = _column(steps, "step_time")
-    return RunFigures(
+    figures = RunFigures(
         final_loss=final_loss(steps, epochs),
         total_time=total_time(steps, epochs, attrs),
         samples_per_s=_throughput(steps, epochs, steady),
@@ -111,6 +126,10 @@ def run_figures(
         epochs_to_target=to_target.epochs,
         time_to_target=to_target.time,
     )
+    if steps_left_out(steps, attrs):
+        kept = {name: _float(attrs.get(summary_attr(name))) for name in STEP_FIGURES}
+        figures = replace(figures, **kept)
+    return figures
 
 
 def final_metrics(metrics: Table) -> dict[str, float]:

@@ -27,6 +27,7 @@ from batchlab.core.figures import (
     evaluation_points,
     final_metrics,
     run_figures,
+    steps_left_out,
 )
 from batchlab.core.runfile.format import column_values
 from batchlab.core.runfile.liveness import WRITER_GONE_MESSAGE, writer_gone
@@ -156,6 +157,11 @@ class RunData:
     @property
     def failed(self) -> bool:
         return self.status in FAILED_STATUSES
+
+    @property
+    def steps_left_out(self) -> bool:
+        """True for a run of a summary-only export: its file keeps the figures of its steps but not the steps."""
+        return steps_left_out(self.steps.as_dict(), self.attrs)
 
     @property
     def figures(self) -> RunFigures:
@@ -366,6 +372,18 @@ class SweepData:
                 run.touch()
         self.summary_version = next_version()
         return True
+
+    @property
+    def left_out_note(self) -> str:
+        """What a summary-only export lacks, in one line for the report and the window ("" for other files)."""
+        runs = [r for r in self.runs.values() if r.steps_left_out]
+        if not runs:
+            return ""
+        return (
+            f"summary-only export: the per-step tables of {len(runs)} runs were left out. Their figures (loss, "
+            "time, throughput, step time, tracing) are those of the source, computed at export; per-step curves, the "
+            "time account and the loss-level comparison need the steps: see the source file (its log names it)"
+        )
 
     @property
     def status_text(self) -> str:

@@ -76,7 +76,8 @@ class FileActionsMixin:
             return False
         self.progress = None
         self.settings.setValue("files/open_dir", str(Path(path).parent))
-        self.status_label.setText(f"Opened {path} ({data.status_text}, {len(data.runs)} runs)")
+        note = f"; {data.left_out_note}" if data.left_out_note else ""  # a summary-only export says what it lacks
+        self.status_label.setText(f"Opened {path} ({data.status_text}, {len(data.runs)} runs){note}")
         return True
 
     def open_lr_find(self, path: str):

@@ -27,6 +27,10 @@ NO_LEVEL = (
     "No target was set, and no run finished with a smoothed loss yet, so the batch sizes cannot be compared at a "
     "common loss."
 )
+NO_STEPS = (
+    "No target was set, and this file holds no per-step losses (a summary-only export left them out), so the batch "
+    "sizes cannot be compared at a common loss here; the source file can."
+)
 
 
 def _b(value: float) -> str:
@@ -195,7 +199,7 @@ def no_target_recommendation(analysis: Analysis, sweep: SweepData, surface: str 
     check_surface(surface)
     result = analysis.loss_level
     if result is None or not math.isfinite(result.level):
-        return [NO_LEVEL]
+        return [NO_STEPS if any(r.steps_left_out for r in sweep.runs.values()) else NO_LEVEL]
     levels = result.by_batch()
     if len(levels) == 1:
         only = levels[0]

@@ -178,8 +178,9 @@ def time_account(run: RunData) -> TimeAccount:
 
 
 def sweep_accounts(runs: list[RunData]) -> list[TimeAccount]:
-    """The accounts of the runs that ran (a finite wall time), in run order."""
-    accounts = [time_account(r) for r in runs if r.status not in ("pending", "skipped")]
+    """The accounts of the runs that ran (a finite wall time), in run order; none for a run whose steps a
+    summary-only export left out (the account's training parts come from them)."""
+    accounts = [time_account(r) for r in runs if r.status not in ("pending", "skipped") and not r.steps_left_out]
     return [a for a in accounts if math.isfinite(a.wall)]
 
 

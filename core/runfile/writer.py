@@ -23,7 +23,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -145,8 +145,12 @@ class RunFileWriter:
         overwrite: bool = False,
         step_flush_s: float = STEP_ROWS_FLUSH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        leave_out: Iterable[str] = (),
     ):
+        """`leave_out`: run tables (e.g. "steps") this file does not hold; their events are ignored (a
+        summary-only export, docs/runfile-format.md)."""
         self.path = check_run_file(path, overwrite=overwrite)
+        self._leave_out = frozenset(leave_out)
         self._step_flush_s, self._clock = step_flush_s, clock
         self._flushed_at = clock()  # core.paths: the CLI's and the window's rules
         # os.open first: it reports the OS reason plainly, and O_EXCL closes the race with another writer.
@@ -276,7 +280,8 @@ class RunFileWriter:
             signal, axes = NX_TABLES[name]
             table.attrs.update({"NX_class": "NXdata", "signal": signal, "axes": axes})
             table.attrs["columns"] = np.array([c.name for c in columns], dtype=h5py.string_dtype("utf-8"))
-            group.attrs["default"] = "steps"  # what a NeXus viewer plots when the run is opened
+            # what a NeXus viewer plots when the run is opened
+            group.attrs["default"] = "epochs" if "steps" in self._leave_out else "steps"
             for c in columns:
                 ds = table.create_dataset(
                     c.name,
@@ -339,6 +344,9 @@ class RunFileWriter:
         f.attrs["started"] = str(event.get("started") or now_iso())
         if event.get("mode"):  # "lr_find": a range-test file (only then written, so sweep files are unchanged)
             f.attrs["mode"] = str(event["mode"])
+        for key, value in (event.get("export") or {}).items():  # an export's provenance (core/export/hdf5.py)
+            if key not in RESERVED_ROOT_ATTRS:
+                f.attrs[key] = value
         for key, value in environment.items():
             if isinstance(value, str) and key not in RESERVED_ROOT_ATTRS:
                 f.attrs[key] = value
@@ -368,13 +376,14 @@ class RunFileWriter:
             }
         )
         attrs.update(_extra_attrs(event))
-        self._table(index, "steps")
-        self._table(index, "epochs")
+        for name in ("steps", "epochs"):
+            if name not in self._leave_out:
+                self._table(index, name)
         self.flush()
 
     def _steps(self, event: dict[str, Any]) -> None:
         index = self._event_run(event)
-        if index is None:
+        if index is None or "steps" in self._leave_out:
             return
         n = max((len(event[c.name]) for c in STEP_COLUMNS if event.get(c.name) is not None), default=0)
         if n == 0:

@@ -52,6 +52,16 @@ def wheel(wheel_build) -> Path:
     return wheel_build[0]
 
 
+def test_every_package_folder_is_listed_in_pyproject():
+    """pyproject.toml lists the packages by name: a new folder of core/ or gui/ left out of the list is missing
+    from the wheel (core/commands/ and core/export/ were), and `batchlab` then fails only once installed."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {p.parent.relative_to(REPO) for top in ("core", "gui") for p in (REPO / top).rglob("__init__.py")}
+    missing = {".".join(("batchlab", *folder.parts)) for folder in folders} - listed
+    assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
+
+
 def test_building_the_wheel_prints_no_warning_about_our_packaging(wheel_build):
     # The license as a TOML table and docs/ not listed as a package each printed a screen of setuptools warnings
     # on a newcomer's first scripts/run.sh.
