@@ -229,7 +229,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 # Commands that live in their own module (core/commands/NAME.py): each has NAME, add_parser(sub) and
 # run(args) -> exit code. A new command adds its module here and touches nothing else in this file.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("bench", "compare")
 
 
 def _command_modules():
