@@ -84,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(summary_rows(SweepData.from_file(out)), width=terminal_columns()))
         if status == "interrupted":
             break
-    print(f"{plan.suite} took {format_duration(time.monotonic() - started)}; compare: batchlab compare A B")
+    print(
+        f"{plan.suite} v{SUITE_VERSION} took {format_duration(time.monotonic() - started)}; "
+        f"compare it with another: batchlab compare {plan.folder} OTHER"
+    )
     return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
 
 
