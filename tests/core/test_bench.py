@@ -143,3 +143,19 @@ def test_compare_refuses_a_sweep_that_is_not_a_benchmark(tmp_path, capsys):
     a = write_bench(tmp_path / "a.h5", [_run(16, 0, 0.01)])
     assert main(["compare", str(a), str(plain)]) == 2
     assert "is not a benchmark file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--workloads", "resnet"], "workloads"),
+        (["--repeats", "0"], "repeats"),
+        (["--threads", "two"], "threads"),
+    ],
+)
+def test_bench_refuses_bad_options_in_one_line_before_running_anything(tmp_path, capsys, args, field):
+    out = tmp_path / "bench"
+    assert main(["bench", "--quick", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"batchlab: {field}: ") and err.count("\n") == 1
+    assert not (out / "mlp.h5").exists()
