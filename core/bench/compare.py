@@ -170,10 +170,10 @@ def compare_cell(a: list[float] | tuple[float, ...], b: list[float] | tuple[floa
     """The ratio of B's mean to A's and the noise verdict (module docstring); NaN ratio without values."""
     a = tuple(v for v in a if math.isfinite(v))
     b = tuple(v for v in b if math.isfinite(v))
-    if not a or not b or sum(a) == 0:
+    if not a or not b or min(a + b) <= 0:  # a ratio of a negative fitted alpha (noise) would mean nothing
         return Cell(a, b, math.nan, math.nan, math.nan, False, "none")
     ratio = (sum(b) / len(b)) / (sum(a) / len(a))
-    if len(a) >= MIN_REPEATS_FOR_SPREAD and len(b) >= MIN_REPEATS_FOR_SPREAD and min(a) > 0:
+    if len(a) >= MIN_REPEATS_FOR_SPREAD and len(b) >= MIN_REPEATS_FOR_SPREAD:
         low, high = min(b) / max(a), max(b) / min(a)
         return Cell(a, b, ratio, low, high, min(b) > max(a) or max(b) < min(a), "spread")
     return Cell(a, b, ratio, math.nan, math.nan, abs(ratio - 1.0) > threshold, "threshold")
@@ -257,6 +257,11 @@ def model_lines(comparison: Comparison) -> list[str]:
             f"{m.workload}: step time t(B) = alpha + beta*B: A {m.a.alpha * 1e3:.3g} ms + {m.a.beta * 1e3:.3g} ms "
             f"x B, B {m.b.alpha * 1e3:.3g} ms + {m.b.beta * 1e3:.3g} ms x B; B/A alpha "
             f"{cell_text(m.cells['alpha'])}, beta {cell_text(m.cells['beta'])}"
+            + (
+                " (alpha below 0 on a side: the line misses the small batches, no ratio)"
+                if min(m.a.alpha, m.b.alpha) <= 0
+                else ""
+            )
         )
     return lines
 
@@ -309,8 +314,8 @@ def bench_settings(bench: BenchSide) -> str:
     spec = next(iter(bench.sweeps.values())).spec if bench.sweeps else {}
     threads = int(spec.get("tf_threads", 0) or 0)
     return (
-        f"{bench.attrs.get('bench_repeats', '?')} repeat(s), "
-        f"{threads if threads else 'default'} TensorFlow threads, device {spec.get('device', '?')}"
+        f"--repeats {bench.attrs.get('bench_repeats', '?')} --threads {threads}"
+        f"{'' if threads else ' (one per core)'} --device {spec.get('device', '?')}"
     )
 
 

@@ -159,3 +159,12 @@ def test_bench_refuses_bad_options_in_one_line_before_running_anything(tmp_path,
     err = capsys.readouterr().err
     assert err.startswith(f"batchlab: {field}: ") and err.count("\n") == 1
     assert not (out / "mlp.h5").exists()
+
+
+def test_no_ratio_of_a_value_that_is_not_positive():
+    """A fitted step-time alpha below 0 (noise at small batches): -7.7 ms / -1.0 ms = 7.7 would claim a change."""
+    from batchlab.core.bench.compare import compare_cell
+
+    cell = compare_cell([-0.0077], [-0.0010], DEFAULT_THRESHOLD)
+    assert math.isnan(cell.ratio) and not cell.beyond and cell_text(cell) == "n/a"
+    assert cell_text(compare_cell([0.004], [0.002], DEFAULT_THRESHOLD)) == "0.50 *"
