@@ -234,9 +234,12 @@ def cell_text(cell: Cell) -> str:
     """A cell as both views show it: the ratio, its spread in brackets with repeats, * when beyond the noise."""
     if not math.isfinite(cell.ratio):
         return "n/a"
-    text = f"{cell.ratio:.2f}"
+    shown = [cell.ratio, *((cell.low, cell.high) if cell.rule == "spread" else ())]
+    # a difference beyond the noise that 2 decimals would show as 1.00 gets a third, so the * has a number
+    digits = 3 if cell.beyond and any(f"{v:.2f}" == "1.00" for v in shown) else 2
+    text = f"{cell.ratio:.{digits}f}"
     if cell.rule == "spread":
-        text += f" [{cell.low:.2f}-{cell.high:.2f}]"
+        text += f" [{cell.low:.{digits}f}-{cell.high:.{digits}f}]"
     return text + (" *" if cell.beyond else "")
 
 

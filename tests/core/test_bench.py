@@ -168,3 +168,14 @@ def test_no_ratio_of_a_value_that_is_not_positive():
     cell = compare_cell([-0.0077], [-0.0010], DEFAULT_THRESHOLD)
     assert math.isnan(cell.ratio) and not cell.beyond and cell_text(cell) == "n/a"
     assert cell_text(compare_cell([0.004], [0.002], DEFAULT_THRESHOLD)) == "0.50 *"
+
+
+def test_a_small_difference_beyond_the_noise_shows_the_digits_that_make_it():
+    """Peak memory barely varies between repeats: 0.6% more in every repeat is beyond their spread, and 2 decimals
+    would show its low end as 1.00."""
+    from batchlab.core.bench.compare import compare_cell
+
+    cell = compare_cell([500.0, 501.0], [503.0, 504.0], DEFAULT_THRESHOLD)  # 503.5/500.5, 503/501, 504/500
+    assert cell.beyond and cell_text(cell) == "1.006 [1.004-1.008] *"
+    assert cell_text(compare_cell([500.0, 501.0], [506.0, 507.0], DEFAULT_THRESHOLD)) == "1.01 [1.01-1.01] *"
+    assert cell_text(compare_cell([500.0, 501.0], [500.5, 502.0], DEFAULT_THRESHOLD)) == "1.00 [1.00-1.00]"
