@@ -329,22 +329,23 @@ def _peak_text(attrs: dict[str, Any]) -> str:
 
 def noise_rule_text(comparison: Comparison) -> str:
     """How `*` was decided, with the numbers the rule used."""
-    spread = any(c.rule == "spread" for r in comparison.rows for c in r.cells.values())
-    threshold = any(c.rule == "threshold" for r in comparison.rows for c in r.cells.values())
+    rows = [c.rule for r in comparison.rows for c in r.cells.values()]
+    models = [c.rule for m in comparison.models for c in m.cells.values()]
+    limit = f"more than {comparison.threshold * 100:g}% from 1 " + (
+        "(the default threshold; --threshold changes it)"
+        if comparison.threshold == DEFAULT_THRESHOLD
+        else "(--threshold)"
+    )
     parts = []
-    if spread:
+    if "spread" in rows:
         parts.append(
             "with repeats on both sides, [low-high] is the ratio's spread (min B / max A to max B / min A) and * "
             "means the repeats' ranges do not overlap"
         )
-    if threshold:
-        parts.append(
-            f"with a single run on a side, * means the ratio is more than {comparison.threshold:.0%} from 1 "
-            f"(the default threshold, --threshold changes it)"
-            if comparison.threshold == DEFAULT_THRESHOLD
-            else f"with a single run on a side, * means the ratio is more than {comparison.threshold:.0%} from 1 "
-            "(--threshold)"
-        )
+    if "threshold" in rows:
+        parts.append(f"with a single run on a side, * means the ratio is {limit}")
+    if "threshold" in models:
+        parts.append(f"the step-time model is one fit a side, so * on alpha or beta means the ratio is {limit}")
     return "; ".join(parts) or "no figure to compare"
 
 

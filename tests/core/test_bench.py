@@ -114,7 +114,8 @@ def test_compare_without_repeats_uses_the_stated_threshold(tmp_path):
     assert {c.rule for c in rows[16].cells.values()} == {"threshold"}
     assert not compare_benches(b, a, threshold=0.15).rows[1].cells["samples_per_s"].beyond  # 12.4% < 15%
     text = format_comparison(compare_benches(b, a))
-    assert f"more than {DEFAULT_THRESHOLD:.0%} from 1 (the default threshold" in text
+    assert "* means the ratio is more than 10% from 1 (the default threshold; --threshold changes it)" in text
+    assert "more than 12.5% from 1 (--threshold)" in format_comparison(compare_benches(b, a, threshold=0.125))
     assert "0.93" in text and "1.12 *" in text
 
 
