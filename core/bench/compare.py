@@ -342,10 +342,12 @@ def noise_rule_text(comparison: Comparison) -> str:
             "with repeats on both sides, [low-high] is the ratio's spread (min B / max A to max B / min A) and * "
             "means the repeats' ranges do not overlap"
         )
-    if "threshold" in rows:
-        parts.append(f"with a single run on a side, * means the ratio is {limit}")
-    if "threshold" in models:
-        parts.append(f"the step-time model is one fit a side, so * on alpha or beta means the ratio is {limit}")
+    where = [
+        *(["with a single run on a side"] if "threshold" in rows else []),
+        *(["for the step-time model's alpha and beta (one fit a side)"] if "threshold" in models else []),
+    ]
+    if where:
+        parts.append(f"{' and '.join(where)}, * means the ratio is {limit}")
     return "; ".join(parts) or "no figure to compare"
 
 
