@@ -136,6 +136,9 @@ class FileActionsMixin:
     def close_compare(self) -> None:
         self.compare_follower.stop()
         self._show_sweep(None, "compare")
+        if getattr(self, "bench_compare", None) is not None:  # its table compared the sweep just closed
+            self.bench_compare.close()
+            self.bench_compare = None
 
     def use_file_settings(self) -> None:
         """Fill the setup panel from the open file's spec, to rerun or vary it."""

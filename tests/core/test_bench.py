@@ -75,7 +75,7 @@ def test_nvidia_smi_rows_give_name_memory_driver_and_compute_capability():
     ]
 
 
-def test_compare_with_repeats_gives_ratios_and_spread_by_hand(tmp_path):
+def test_compare_with_repeats_gives_ratios_and_spread_by_hand(tmp_path, capsys):
     # batch 16: A 1600 and 1280 samples/s, B 3200 and 2560: B/A = 2880/1440 = 2.0, spread 2560/1600 = 1.6 to
     # 3200/1280 = 2.5, every B above every A: beyond the noise.
     # batch 64: A 3200 and 2560, B 64/0.021 = 3047.6 and 64/0.024 = 2666.7: ranges overlap, within the noise.
@@ -101,6 +101,16 @@ def test_compare_with_repeats_gives_ratios_and_spread_by_hand(tmp_path):
         "mlp: B's throughput is 0.99x to 2.00x A's; beyond the noise at 1 of 2 batch sizes (1 higher, 0 lower)" in text
     )
     assert "repeats' ranges do not overlap" in text
+    import json
+
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert (row["batch_size"], row["samples_per_s"]["ratio"], row["samples_per_s"]["beyond_noise"]) == (
+        16,
+        pytest.approx(2.0),
+        True,
+    )
+    assert row["samples_per_s"]["spread"] == [pytest.approx(1.6), pytest.approx(2.5)]
 
 
 def test_compare_without_repeats_uses_the_stated_threshold(tmp_path):

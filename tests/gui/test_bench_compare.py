@@ -32,6 +32,8 @@ def test_compare_of_two_bench_files_shows_the_comparison_table(main_window, tmp_
     assert table.item(1, 2).text() == cell_text(expected.rows[1].cells["samples_per_s"]) == "0.95"
     assert "beyond the noise at 1 of 2 batch sizes (1 higher, 0 lower)" in dialog.summary.text()
     assert w.live.curve_count("loss_step") == 4  # the curves are still overlaid as for any comparison
+    w.close_compare()
+    assert w.bench_compare is None and not dialog.isVisible()
 
 
 def test_compare_of_bench_files_of_other_versions_says_why_in_one_line(main_window, tmp_path):
