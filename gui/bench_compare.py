@@ -12,11 +12,11 @@ from batchlab.core.bench.compare import (
     compare_benches,
     model_lines,
     noise_rule_text,
+    side_lines,
     summary_lines,
     table_cells,
     table_headers,
 )
-from batchlab.core.bench.machine import describe_machine
 from batchlab.core.errors import SpecError
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout
@@ -45,11 +45,7 @@ class BenchCompareDialog(QDialog):
         self.setWindowTitle("Benchmark comparison (B/A)")
         self.comparison = comparison
         layout = QVBoxLayout(self)
-        sides = [
-            f"{name}: {bench.label} ({bench.suite} v{bench.version}): {describe_machine(bench.attrs)}"
-            for name, bench in (("A", comparison.a), ("B", comparison.b))
-        ]
-        header = QLabel("\n".join([*comparison.notes, *sides]))
+        header = QLabel("\n".join([*comparison.notes, *side_lines(comparison)]))
         header.setWordWrap(True)
         header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(header)

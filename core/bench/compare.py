@@ -293,15 +293,9 @@ def summary_lines(comparison: Comparison) -> list[str]:
 
 def format_comparison(comparison: Comparison) -> str:
     """The whole comparison as text: what was compared, the table, the models, the verdicts and the rule."""
-    from batchlab.core.bench.machine import describe_machine
-
     rows = [table_headers(), *(table_cells(r) for r in comparison.rows)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    out = [*comparison.notes]
-    for side, bench in (("A", comparison.a), ("B", comparison.b)):
-        out.append(f"{side}: {bench.label}: {bench.suite} v{bench.version}, {bench_settings(bench)}")
-        out.append(f"   {describe_machine(bench.attrs)}; matmul peak {_peak_text(bench.attrs)}")
-    out.append("")
+    out = [*comparison.notes, *side_lines(comparison), ""]
     for row in rows:
         cells = [
             c.ljust(w) if i in (0, len(row) - 1) else c.rjust(w)
@@ -310,6 +304,17 @@ def format_comparison(comparison: Comparison) -> str:
         out.append("  ".join(cells).rstrip())
     out.extend(["", *model_lines(comparison), *summary_lines(comparison), f"Noise: {noise_rule_text(comparison)}."])
     return "\n".join(out)
+
+
+def side_lines(comparison: Comparison) -> list[str]:
+    """Two lines per side: what was run (path, suite, settings), then the machine and its matmul peak."""
+    from batchlab.core.bench.machine import describe_machine
+
+    out = []
+    for side, bench in (("A", comparison.a), ("B", comparison.b)):
+        out.append(f"{side}: {bench.label}: {bench.suite} v{bench.version}, {bench_settings(bench)}")
+        out.append(f"   {describe_machine(bench.attrs)}; matmul peak {_peak_text(bench.attrs)}")
+    return out
 
 
 def bench_settings(bench: BenchSide) -> str:
