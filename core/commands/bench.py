@@ -58,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_bench(args.out, args.quick, args.workloads, args.repeats, args.threads, args.device, args.overwrite)
     plan.folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    peak = _peak(plan.device, measure=not (args.quick or args.no_peak))
+    try:
+        peak = _peak(plan.device, measure=not (args.quick or args.no_peak))
+    except KeyboardInterrupt:  # before any sweep: nothing written yet
+        print("batchlab: stopped while measuring the matmul peak; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
     specs = plan.specs()
     total_runs = sum(len(spec.runs()) for _w, spec in specs)
     done_runs, ident, status = 0, bench_id(), "complete"
