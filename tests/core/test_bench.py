@@ -3,12 +3,13 @@ noise rule against a hand computation, the version refusal) on real and syntheti
 
 from __future__ import annotations
 
+import json
 import math
 
 import psutil
 import pytest
 from batchlab.core.bench.compare import DEFAULT_THRESHOLD, cell_text, compare_benches, format_comparison
-from batchlab.core.bench.machine import cpu_model, parse_nvidia_smi
+from batchlab.core.bench.machine import cpu_model, nvidia_gpus, parse_nvidia_smi
 from batchlab.core.bench.suite import QUICK_SUITE_NAME, SUITE_VERSION
 from batchlab.core.cli import main
 from batchlab.core.runfile.reader import read_run_file
@@ -34,10 +35,11 @@ def test_quick_bench_file_records_the_suite_and_the_machine_and_opens_in_report(
         SUITE_VERSION,
         "mlp",
     )
-    assert root["machine_cpu_model"] == cpu_model() != ""
-    assert root["machine_cpu_threads"] >= root["machine_cpu_cores"] == psutil.cpu_count(logical=False)
+    assert root["machine_cpu_model"] == cpu_model()
+    assert root["machine_cpu_threads"] >= root["machine_cpu_cores"] == (psutil.cpu_count(logical=False) or 0)
     assert root["machine_memory_bytes"] == psutil.virtual_memory().total
-    assert root["machine_gpu_count"] == 0 and root["machine_gpus"] == "[]"  # CUDA_VISIBLE_DEVICES=-1 in tests
+    gpus = nvidia_gpus()  # the machine's GPUs, whatever CUDA_VISIBLE_DEVICES hides from TensorFlow; [] here
+    assert json.loads(root["machine_gpus"]) == gpus and root["machine_gpu_count"] == len(gpus)
     import importlib.metadata
 
     assert root["tensorflow_version"] == importlib.metadata.version("tensorflow")
@@ -101,8 +103,6 @@ def test_compare_with_repeats_gives_ratios_and_spread_by_hand(tmp_path, capsys):
         "mlp: B's throughput is 0.99x to 2.00x A's; beyond the noise at 1 of 2 batch sizes (1 higher, 0 lower)" in text
     )
     assert "repeats' ranges do not overlap" in text
-    import json
-
     assert main(["compare", str(a), str(b), "--json"]) == 0
     row = json.loads(capsys.readouterr().out)["rows"][0]
     assert (row["batch_size"], row["samples_per_s"]["ratio"], row["samples_per_s"]["beyond_noise"]) == (
