@@ -10,7 +10,20 @@ from __future__ import annotations
 import sys
 
 # every subcommand of core/cli.py (tests/core/test_cli.py checks the two lists agree); anything else opens the window
-CLI_COMMANDS = ("sweep", "report", "info", "presets", "max-batch", "lr-find", "profile", "export", "-h", "--help")
+CLI_COMMANDS = (
+    "sweep",
+    "report",
+    "info",
+    "presets",
+    "max-batch",
+    "lr-find",
+    "profile",
+    "bench",
+    "compare",
+    "export",
+    "-h",
+    "--help",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

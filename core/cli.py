@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import textwrap
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from batchlab.core.errors import SpecError
 from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_file
 from batchlab.core.presets import DEFAULT_PRESET, PRESETS
 from batchlab.core.spec import FIELD_PARSERS, OPTIMIZERS, build_spec
+from batchlab.core.sweep.interrupts import Interrupts as _Interrupts
 from batchlab.core.sweep.progress import ProgressPrinter
 from batchlab.core.text_width import terminal_columns, text_width
 
@@ -27,7 +26,6 @@ EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 MIB = 1 << 20
-INTERRUPT_POLL_SECONDS = 0.05  # how soon the watcher acts on a Ctrl-C
 
 
 class _Parser(argparse.ArgumentParser):
@@ -232,7 +230,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 # Commands that live in their own module (core/commands/NAME.py): each has NAME, add_parser(sub) and
 # run(args) -> exit code. A new command adds its module here and touches nothing else in this file.
-COMMAND_MODULES: tuple[str, ...] = ("export",)
+COMMAND_MODULES: tuple[str, ...] = ("bench", "compare", "export")
 
 
 def _command_modules():
@@ -363,47 +361,6 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     if memory is not None:
         print(f"memory of the tries: peak(B) = {memory.m0 / MIB:,.0f} MiB + {memory.m1 / MIB:.3g} MiB x B")
     return EXIT_OK
-
-
-class _Interrupts:
-    """Ctrl-C during a sweep: the first stops after the current step, the second kills the current run.
-
-    The signal handler only counts. It runs between any two bytecodes of the main thread, which may
-    hold the progress printer's or the runner's lock at that moment, so acting there could deadlock;
-    a watcher thread acts on the count instead.
-    """
-
-    def __init__(self, runner, progress: ProgressPrinter):
-        self.runner = runner
-        self.progress = progress
-        self.count = 0  # written only by the handler
-        self._acted = 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="batchlab-ctrl-c", daemon=True)
-
-    def on_signal(self, signum, frame) -> None:
-        self.count += 1
-
-    def __enter__(self) -> _Interrupts:
-        self._previous = signal.signal(signal.SIGINT, self.on_signal)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGINT, self._previous)
-        self._done.set()
-        self._thread.join()
-
-    def _watch(self) -> None:
-        while not self._done.wait(INTERRUPT_POLL_SECONDS):
-            while self._acted < self.count:
-                self._acted += 1
-                if self._acted == 1:
-                    self.progress.note("stopping after the current step (Ctrl-C again to kill it)")
-                    self.runner.stop()
-                else:
-                    self.progress.note("killing the current run")
-                    self.runner.kill_current()
 
 
 def _print_table(path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchlab.core.errors import SpecError
+from batchlab.gui.bench_compare import show_bench_compare
 from batchlab.gui.files import PLOT_EXPORT_FILTER, PNG_SCALE, png_scale
 from batchlab.gui.files import export_plot as save_plot
 from batchlab.gui.lr_find_view import RangeTestDialog, is_lr_find_file
@@ -101,8 +102,11 @@ class FileActionsMixin:
             return False  # _open_run_file says what is wrong with it
 
     def open_compare(self, path: str | None = None) -> bool:
-        """Overlay a second sweep (its curves dashed) on the current one."""
+        """Overlay a second sweep (its curves dashed) on the current one; two benchmark files (batchlab bench)
+        also get the comparison table of `batchlab compare` (gui/bench_compare.py)."""
         data, _path = self._open_run_file(self.compare_follower, "compare", "Compare with", path)
+        if data is not None:
+            self.bench_compare = show_bench_compare(self, self.data.path if self.data else None, data.path)
         return data is not None
 
     def _open_run_file(self, follower, source: str, title: str, path: str | None):
@@ -133,6 +137,9 @@ class FileActionsMixin:
     def close_compare(self) -> None:
         self.compare_follower.stop()
         self._show_sweep(None, "compare")
+        if getattr(self, "bench_compare", None) is not None:  # its table compared the sweep just closed
+            self.bench_compare.close()
+            self.bench_compare = None
 
     def use_file_settings(self) -> None:
         """Fill the setup panel from the open file's spec, to rerun or vary it."""

@@ -350,6 +350,9 @@ class RunFileWriter:
         for key, value in environment.items():
             if isinstance(value, str) and key not in RESERVED_ROOT_ATTRS:
                 f.attrs[key] = value
+        for key, value in (event.get("root_attrs") or {}).items():  # e.g. batchlab bench: its suite and machine
+            if key not in RESERVED_ROOT_ATTRS and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                f.attrs[key] = value
         f.require_group("runs")
         for run in event.get("runs") or []:
             self._run_group(int(run["index"]), run.get("batch_size"), run.get("seed"))
