@@ -75,7 +75,7 @@ class BatchPlan:
 
 def plan_for(spec: Any, batch_size: int, samples: int) -> BatchPlan | None:
     """The batch plan of the run of `spec` (a SweepSpec) at `batch_size`; None for the constant schedule."""
-    schedule = getattr(spec, "batch_schedule", "constant")
+    schedule = spec.batch_schedule
     if schedule == "constant":
         return None
     return BatchPlan(

@@ -190,11 +190,8 @@ def _preview(spec: Any, samples: int | None) -> dict[int, tuple[list[float], lis
     from batchlab.core import batch_rules  # batch_rules imports this module
 
     n = int(samples if samples is not None else spec.samples)
-    rates = {}
-    if getattr(spec, "lr_from", None):
-        from batchlab.core.spec import lr_find_rates  # reads the lr-find file; spec imports this module
-
-        rates = lr_find_rates(spec.lr_from, getattr(spec, "lr_pick", "steepest"))
+    # with lr_from each batch size's rate from the lr-find file, read once by the spec (core/settings/resolve.py)
+    rates = spec.run_rates() if getattr(spec, "lr_from", None) else {}
     out = {}
     for b in spec.batch_sizes:
         steps_per_epoch = math.ceil(n / b)

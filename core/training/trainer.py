@@ -23,6 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 from batchlab.core import batch_rules
+from batchlab.core import settings as settings_registry
 from batchlab.core.datasets import load_spec_data, prepare_arrays
 from batchlab.core.events import log_event, now_iso
 from batchlab.core.lr_rules import plan_for
@@ -52,7 +53,7 @@ from batchlab.core.training.hooks import (
     TracingCounter,
 )
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
-from batchlab.core.training.noise_scale import NoiseScaleProbe, make_noise_probe
+from batchlab.core.training.noise_scale import NoiseScaleProbe
 from batchlab.core.training.schedules import RunSchedule, build_schedule
 from batchlab.core.training.startup import StartupClock
 from batchlab.core.training.workloads import accumulation_fields, build_model
@@ -516,22 +517,22 @@ class InstrumentedLoop:
 
 
 def standard_hooks(run_index: int, emit: Emit, tf_device: str | None, nvml_index: int | None) -> HookList:
-    """The measurements every engine makes, in the order they must run (RunEvents last: it sends)."""
+    """The measurements every engine makes, each placed by its priority (hooks.PRIORITY; RunEvents last: it sends)."""
     memory = MemoryProbe(tf_device, nvml_index)
-    return HookList(
-        [
-            # first: a diverging step is recorded before NanCheck ends the run; each batch of steps
-            # carries the epoch's memory peaks so far, so the live memory plot moves within an epoch
-            StepLog(run_index, emit, memory=memory.read),
-            GcWatch(),
-            EpochSummary(),
-            TracingCounter(),
-            memory,
-            RunSummary(),
-            NanCheck(),
-            RunEvents(run_index, emit),
-        ]
-    )
+    hooks = HookList()
+    # each batch of steps carries the epoch's memory peaks so far, so the live memory plot moves within an epoch
+    hooks.add(StepLog(run_index, emit, memory=memory.read), "step_log")
+    for hook, name in (
+        (GcWatch(), "gc_watch"),
+        (EpochSummary(), "epoch_summary"),
+        (TracingCounter(), "tracing"),
+        (memory, "memory"),
+        (RunSummary(), "run_summary"),
+        (NanCheck(), "nan_check"),
+        (RunEvents(run_index, emit), "run_events"),
+    ):
+        hooks.add(hook, name)
+    return hooks
 
 
 def make_engine(
@@ -546,11 +547,11 @@ def make_engine(
 
     The spec refuses targets, eval_every, steps/examples budgets and noise_scale_every with the fit engine."""
     spec = setup.run.sweep
-    if getattr(spec, "loop", "loop") == "fit":
+    if spec.loop == "fit":
         from batchlab.core.training.fit_engine import FitEngine
 
         return FitEngine(setup, hooks, should_stop)
-    if getattr(spec, "fused", 1) > 1:  # K steps per call (fused.py); the spec allows it with this loop only
+    if spec.fused > 1:  # K steps per call (fused.py); the spec allows it with this loop only
         from batchlab.core.training.fused import FusedLoop
 
         return FusedLoop(setup, hooks, should_stop, spec.fused, evaluations=evaluations)
@@ -558,24 +559,42 @@ def make_engine(
         setup,
         hooks,
         should_stop,
-        sync=getattr(spec, "sync", SYNC_EVERY_STEP),
+        sync=spec.sync,
         evaluations=evaluations,
         noise=noise,
         batches=batches,
     )
 
 
-def make_evaluations(setup: RunSetup, hooks: HookList, emit: Emit) -> Evaluations | None:
-    """The evaluation-points hook when the spec asks for evaluations, placed before RunEvents (which sends
-    run_ended last); None otherwise."""
+def learning_rate_hook_for(setup: RunSetup, emit: Emit, built: dict[str, Any]) -> LearningRateLog:
+    """The learning-rate group's hook (core/settings/learning_rate.py): every run records its rates."""
+    return learning_rate_hook(setup)
+
+
+def batch_schedule_hook_for(setup: RunSetup, emit: Emit, built: dict[str, Any]) -> BatchSchedule | None:
+    """The batch-schedule group's hook: each epoch's batch, scaling the rates hook once grow reaches its cap."""
+    if setup.batch_plan is None:
+        return None
+    return BatchSchedule(setup.batch_plan, setup.run.index, emit, built.get("learning_rate"))
+
+
+def evaluations_hook_for(setup: RunSetup, emit: Emit, built: dict[str, Any]) -> Evaluations | None:
+    """The budget group's hook: evaluation points when the spec asks for them (a target or eval_every)."""
     spec = setup.run.sweep
     if not spec.evaluates:
         return None
-    evaluations = Evaluations(
-        setup.run.index, emit, setup.samples, spec.target_spec, spec.eval_every, spec.keep_training
-    )
-    hooks.hooks.insert(len(hooks.hooks) - 1, evaluations)
-    return evaluations
+    return Evaluations(setup.run.index, emit, setup.samples, spec.target_spec, spec.eval_every, spec.keep_training)
+
+
+def add_settings_hooks(setup: RunSetup, emit: Emit, hooks: HookList) -> dict[str, Any]:
+    """Every settings group's hooks this run needs (core/settings: each factory by its priority), added to
+    `hooks` at their priority; returns them by name."""
+    built: dict[str, Any] = {}
+    for factory in settings_registry.hook_factories():
+        hook = factory.factory()(setup, emit, built)
+        if hook is not None:
+            built[factory.name] = hooks.add(hook, factory.name, factory.priority)
+    return built
 
 
 @dataclass
@@ -599,17 +618,16 @@ def build_run(
     clock = clock if clock is not None else StartupClock()
     with clock.phase("model"):
         setup = prepare_run(run, emit, data)
-    rates = learning_rate_hook(setup)
-    hooks.hooks.insert(0, rates)  # before StepLog, which copies the rows
-    batches = None
-    if setup.batch_plan is not None:
-        batches = BatchSchedule(setup.batch_plan, run.index, emit, rates)
-        hooks.hooks.insert(1, batches)
-    noise = make_noise_probe(setup, emit)
-    if noise is not None:
-        hooks.hooks.insert(len(hooks.hooks) - 1, noise)  # before RunEvents: its rows go before run_ended
+    built = add_settings_hooks(setup, emit, hooks)
     with clock.phase("pipeline"):
-        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise, batches)
+        engine = make_engine(
+            setup,
+            hooks,
+            should_stop,
+            built.get("evaluations"),
+            built.get("noise_scale"),
+            built.get("batch_schedule"),
+        )
     return BuiltRun(hooks, setup, engine)
 
 
