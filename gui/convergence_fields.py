@@ -11,6 +11,8 @@ from typing import Any
 from batchlab.core.cli import LR_FIND_FIELDS
 from batchlab.core.lr_rules import LR_SCHEDULES, WARMUP_UNITS
 from batchlab.core.paths import check_run_file, default_run_file
+from batchlab.core.settings.batch_schedule import BATCH_SCHEDULE_CHOICES
+from batchlab.core.settings.learning_rate import LR_PICK_CHOICES, RULE_CHOICES, SCHEDULE_CHOICES
 from batchlab.core.spec import (
     BUDGET_UNITS,
     MODEL_OPTIMIZER,
@@ -29,26 +31,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QLineEdit, QPushButton, QVBoxLayout
 
 NO_TARGET = ""  # the target metric combo's "none": train the whole budget
-RULE_CHOICES = [
-    ("constant", "constant (BLR): lr at every batch size"),
-    ("linear", "linear (LSR): lr x B/B0"),
-    ("sqrt", "square root (SRSR): lr x sqrt(B/B0)"),
-]
-SCHEDULE_CHOICES = [
-    ("constant", "constant (after any warmup)"),
-    ("step", "step: x factor every N epochs"),
-    ("cosine", "cosine: to 0 at the end of the budget"),
-    ("plateau", "plateau: x factor when val loss stalls"),
-]
-BATCH_SCHEDULE_CHOICES = [
-    ("constant", "constant: each run keeps its batch"),
-    ("grow", "grow: batch x factor every N epochs (Smith)"),
-    ("two_phase", "two phase: larger batch once val loss stalls"),
-]
-LR_PICK_CHOICES = [
-    ("steepest", "steepest fall of the smoothed loss"),
-    ("min10", "min/10: the lowest loss's rate / 10"),
-]
 BATCH_FIELDS = ("batch_schedule", "batch_growth_factor", "batch_growth_every", "max_batch", "batch_switch_to")
 BATCH_FIELDS += ("batch_patience",)
 # Fields shown beside another field's editor: their (rare) errors are shown under that field.
@@ -102,6 +84,7 @@ class ConvergenceFields:
         self._row(form, "eval_every", "Evaluate every (steps)", self.eval_every)
         self.keep_training = QCheckBox("train on to the budget after the target")
         self._row(form, "keep_training", "", self.keep_training)
+        self._generic_rows(form, "budget")  # the budget group's other fields (e.g. abort_losers)
         self.lr_rule = self._choice_row(
             form, "lr_rule", "Learning-rate rule", RULE_CHOICES, "How each batch size B gets its rate from lr at B0"
         )
@@ -238,6 +221,7 @@ class ConvergenceFields:
             "nesterov": optimizer in NESTEROV_OPTIMIZERS,
             "weight_decay": optimizer in WEIGHT_DECAY_OPTIMIZERS,
             "keep_training": bool(self.target_metric.currentData()),
+            "abort_losers": bool(self.target_metric.currentData()),
             "lr_from": builds,
             "lr_pick": builds and bool(self.lr_from.text().strip()),
             "lr_rule": builds,
@@ -283,6 +267,7 @@ class ConvergenceFields:
             "nesterov": f"Nesterov momentum is for {', '.join(NESTEROV_OPTIMIZERS)} only",
             "weight_decay": f"only {', '.join(WEIGHT_DECAY_OPTIMIZERS)} use a weight decay",
             "keep_training": "only with a target",
+            "abort_losers": "only with a target",
             "lr_base_batch": "only for the linear and sqrt rules",
             "warmup": "warmup ramps from lr to the rule's rate: only for the linear and sqrt rules",
             "warmup_unit": "only for the linear and sqrt rules",
@@ -296,9 +281,11 @@ class ConvergenceFields:
         for field in BATCH_FIELDS[1:]:
             disabled_because[field] = f"for the {'grow' if field in BATCH_FIELDS[1:4] else 'two phase'} batch schedule"
         for field, why in disabled_because.items():
+            if field not in self._editors:
+                continue
             on = bool(self._applies(field))
             self._editors[field].setEnabled(on)
-            self._editors[field].setToolTip("" if on else why)
+            self._editors[field].setToolTip(self._field_help.get(field, "") if on else why)
         info = getattr(self, "_model_info", None) if values["workload"] == "keras-file" else None
         self._fill_target_metrics(tuple(f"val_{m}" for m in info.metrics) if info is not None else ())
         self.target.setEnabled(bool(self.target_metric.currentData()))
@@ -309,7 +296,16 @@ class ConvergenceFields:
         form, holder = self._rows["epochs"]
         form.labelForField(holder).setText(self._labels["epochs"])
         self.convergence.summary.setText(self.convergence_summary(values))
-        section = ("target", "eval_every", "keep_training", "lr_rule", "lr_base_batch", "warmup", "lr_schedule")
+        section = (
+            "target",
+            "eval_every",
+            "keep_training",
+            "abort_losers",
+            "lr_rule",
+            "lr_base_batch",
+            "warmup",
+            "lr_schedule",
+        )
         section += ("lr_decay_factor", "lr_decay_every", "lr_patience", "lr_from", "lr_pick", *BATCH_FIELDS)
         if any(f in errors for f in section) and not self.convergence.expanded:
             self.convergence.set_expanded(True)
@@ -360,6 +356,8 @@ class ConvergenceFields:
             parts.append("whole budget")
         if values["eval_every"].strip():
             parts.append(f"evaluated every {values['eval_every'].strip()} steps")
+        if values.get("abort_losers"):
+            parts.append("runs that cannot win stopped")
         if values["lr_from"]:
             pick = " (min/10)" if values.get("lr_pick") == "min10" else ""
             parts.append(f"rates from {Path(values['lr_from'].strip()).name}{pick}")

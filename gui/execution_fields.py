@@ -2,25 +2,20 @@
 (issue 12 item 6) and the gradient noise scale (issue 10 item 3), the `batchlab sweep` options --accumulate,
 --fused, --xla, --mixed-precision, --noise-scale-every and --noise-scale-parts. Mixed into SetupPanel like
 ConvergenceFields: every value is checked by core.spec (the CLI's parsers and cross-field rules, shown under the
-field), tooltips are the CLI's help."""
+field), tooltips are the CLI's help (core/settings/)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from batchlab.core.cli import SWEEP_OPTIONS
-from batchlab.core.spec import XLA_AUTO
+from batchlab.core import settings
+from batchlab.core.settings.execution import XLA_AUTO
 from batchlab.gui.collapsible import Collapsible
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QLineEdit, QVBoxLayout
 
 EXECUTION_FIELDS = ("accumulate", "fused", "xla", "mixed_precision", "noise_scale_every", "noise_scale_parts")
-_CLI_HELP = {field: text for _option, field, text in SWEEP_OPTIONS}
-_CLI_HELP["xla"] = (
-    "compile the train step with XLA (jit_compile); partly checked (--xla auto): only in runs whose steps repay "
-    "the compile"
-)
-_CLI_HELP["mixed_precision"] = "mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)"
+_CLI_HELP = {s.name: s.help for s in settings.settings()}  # each setting's help, as `batchlab sweep --help` gives it
 
 
 class ExecutionFields:

@@ -9,6 +9,9 @@ from batchlab.core.datasets import array_shapes, data_counts
 from batchlab.core.model_file import cached_model_info, mismatch
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
+from batchlab.core.settings import form_description
+from batchlab.core.settings.data import DataSettings
+from batchlab.core.settings.execution import ENGINES, SYNC_CHOICES
 from batchlab.core.spec import (
     CSV_SUFFIXES,
     FIELD_PARSERS,
@@ -25,7 +28,7 @@ from batchlab.core.spec import (
 from batchlab.core.spec_diff import show_value
 from batchlab.gui.convergence_fields import SHOWN_UNDER, ConvergenceFields
 from batchlab.gui.execution_fields import ExecutionFields
-from batchlab.gui.field_rows import add_field_row, error_line
+from batchlab.gui.field_rows import add_field_row, editor_for, editor_value, error_line
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -47,9 +50,6 @@ NOT_PRESET_SETTINGS = ("preset", "device", "loop", "sync", "model_file")  # not 
 DATA_SOURCES = [("bundled", "bundled MNIST subset"), ("bundled-large", "bundled MNIST, 30,000 images")]
 DATA_SOURCES += [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
 POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
-# (spec value, text) for the engine and sync combos; the values are core.spec's LOOPS and SYNC_MODES
-ENGINES = [("loop", "BatchLab's loop (every step timed)"), ("fit", "model.fit (epochs timed as fit sees them)")]
-SYNC_CHOICES = [("every_step", "every step"), ("sampled", "sampled steps (loop only)")]
 # The light theme's rules; the window replaces them with its theme's (gui/theme.py stylesheet()).
 INVALID_STYLE = (
     'QLineEdit[invalid="true"], QComboBox[invalid="true"] { border: 1px solid #B00020; }\n'
@@ -78,6 +78,8 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self._labels: dict[str, str] = {}  # field -> its label in the form
         self._rows: dict[str, tuple[QFormLayout, QWidget]] = {}  # field -> its form and row (to hide it)
         self._filling = False
+        self._generic: list[str] = []  # fields drawn from their description alone (core.settings.FormField)
+        self._field_help: dict[str, str] = {}  # their tooltips while they apply
         self._previous_data_index = 0
         body = QWidget()
         body.setStyleSheet(INVALID_STYLE)
@@ -88,6 +90,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self._build_optimizer(layout)
         self._build_convergence(layout)
         self._build_execution(layout)
+        self._build_other_settings(layout)
         self._build_output(layout)
         # What the fields change from the preset, under the last field: lines that come and go while typing
         # pushed every field below the description (and the pointer's target) up and down when shown at the top.
@@ -147,6 +150,25 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         elif isinstance(editor, QCheckBox):
             editor.toggled.connect(self._changed)
 
+    def _generic_rows(self, form: QFormLayout, group: str) -> None:
+        """A row for every field of this settings group that no section built itself, drawn from its
+        description (a setting added to a group shows up here without a line of GUI code)."""
+        for name, _title, fields in form_description():
+            if name != group:
+                continue
+            for field in fields:
+                if field.name in self._editors or field.name in SHOWN_UNDER:
+                    continue
+                self._row(form, field.name, "" if field.kind == "bool" else field.label, editor_for(field))
+                self._generic.append(field.name)
+                self._field_help[field.name] = field.tooltip
+
+    def _build_other_settings(self, layout: QVBoxLayout) -> None:
+        """A box per settings group that has fields no section shows (e.g. a group added later)."""
+        for name, title, fields in form_description():
+            if any(f.name not in self._editors and f.name not in SHOWN_UNDER for f in fields):
+                self._generic_rows(self._group(layout, title), name)
+
     def _build_experiment(self, layout: QVBoxLayout) -> None:
         form = self._group(layout, "Experiment")
         self.preset = QComboBox()
@@ -187,7 +209,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self._row(form, "target_column", "Target column", self.target_column)
         self.val_fraction = QLineEdit()
         self.val_fraction.setPlaceholderText(
-            f"{SweepSpec.val_fraction:g}: the last rows that validate (0 = none, up to 0.9)"
+            f"{DataSettings.val_fraction:g}: the last rows that validate (0 = none, up to 0.9)"
         )
         self._row(form, "val_fraction", "Validation fraction", self.val_fraction)
         for editor in (self.target_column, self.val_fraction):
@@ -225,7 +247,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             try:
                 if csv and (column is None or "target_column" in errors or "val_fraction" in errors):
                     raise SpecError("target_column", "")  # said under the CSV fields by spec_errors
-                fraction = float((values.get("val_fraction") or "").strip() or SweepSpec.val_fraction)
+                fraction = float((values.get("val_fraction") or "").strip() or DataSettings.val_fraction)
                 shapes = array_shapes(data, column, fraction)
                 data_text = "; ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
             except SpecError as e:
@@ -252,7 +274,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         which means all its rows, while a CSV file's target column is not named yet)."""
         csv = path.lower().endswith(CSV_SUFFIXES)
         try:
-            fraction = float(self.val_fraction.text().strip() or SweepSpec.val_fraction) if csv else 0.0
+            fraction = float(self.val_fraction.text().strip() or DataSettings.val_fraction) if csv else 0.0
             counts = data_counts(path, self.target_column.text().strip() or None if csv else None, fraction)
         except (SpecError, ValueError):
             if csv:
@@ -396,7 +418,17 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             "scale": self.scale.text(),
             **self._convergence_values(),
             **self._execution_values(),
+            **self._generic_values(),
         }
+
+    def _generic_values(self) -> dict[str, Any]:
+        """The fields drawn from their description; one that does not apply sends None (the preset's value)."""
+        out = {}
+        for field in self._generic:
+            value = editor_value(self._editors[field])
+            applies = self._applies(field)
+            out[field] = (value and applies) if isinstance(value, bool) else (value if applies else None)
+        return out
 
     def _applies(self, field: str) -> bool:
         """False for a field the chosen optimizer ignores (it is disabled and not validated)."""
