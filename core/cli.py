@@ -48,16 +48,17 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     sweep = sub.add_parser("sweep", help="run a batch-size sweep headless and save it to an HDF5 run file")
     add_sweep_arguments(sweep)  # one section per settings group (core/settings/)
-    sweep.add_argument(
+    run = sweep.add_argument_group("Run file and training processes")
+    run.add_argument(
         "--xla-cache",
         action="store_true",
         help="keep XLA's compiled steps in the user's cache folder (~/.cache/batchlab/xla on Linux) so a later sweep "
         "of the same model and batch sizes skips the compile; delete the folder to clear it",
     )
-    sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
-    sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
-    children = sweep.add_mutually_exclusive_group()
+    run.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
+    run.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    run.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
+    children = run.add_mutually_exclusive_group()
     children.add_argument(
         "--fresh-children",
         action="store_true",

@@ -9,7 +9,6 @@ from batchlab.core.datasets import array_shapes, data_counts
 from batchlab.core.model_file import cached_model_info, mismatch
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
-from batchlab.core.settings import form_description
 from batchlab.core.settings.data import DataSettings
 from batchlab.core.settings.execution import ENGINES, SYNC_CHOICES
 from batchlab.core.spec import (
@@ -28,7 +27,8 @@ from batchlab.core.spec import (
 from batchlab.core.spec_diff import show_value
 from batchlab.gui.convergence_fields import SHOWN_UNDER, ConvergenceFields
 from batchlab.gui.execution_fields import ExecutionFields
-from batchlab.gui.field_rows import add_field_row, editor_for, editor_value, error_line
+from batchlab.gui.field_rows import add_field_row, error_line
+from batchlab.gui.settings_fields import GroupFields
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -63,7 +63,7 @@ def output_error(path: str) -> str | None:
     return problem.message if problem else None
 
 
-class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
+class SetupPanel(ConvergenceFields, ExecutionFields, GroupFields, QScrollArea):
     """All setup fields; `validity_changed(bool)` after every edit, `errors` holds the current messages."""
 
     validity_changed = Signal(bool)
@@ -149,25 +149,6 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             editor.stateChanged.connect(self._changed)
         elif isinstance(editor, QCheckBox):
             editor.toggled.connect(self._changed)
-
-    def _generic_rows(self, form: QFormLayout, group: str) -> None:
-        """A row for every field of this settings group that no section built itself, drawn from its
-        description (a setting added to a group shows up here without a line of GUI code)."""
-        for name, _title, fields in form_description():
-            if name != group:
-                continue
-            for field in fields:
-                if field.name in self._editors or field.name in SHOWN_UNDER:
-                    continue
-                self._row(form, field.name, "" if field.kind == "bool" else field.label, editor_for(field))
-                self._generic.append(field.name)
-                self._field_help[field.name] = field.tooltip
-
-    def _build_other_settings(self, layout: QVBoxLayout) -> None:
-        """A box per settings group that has fields no section shows (e.g. a group added later)."""
-        for name, title, fields in form_description():
-            if any(f.name not in self._editors and f.name not in SHOWN_UNDER for f in fields):
-                self._generic_rows(self._group(layout, title), name)
 
     def _build_experiment(self, layout: QVBoxLayout) -> None:
         form = self._group(layout, "Experiment")
@@ -420,15 +401,6 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             **self._execution_values(),
             **self._generic_values(),
         }
-
-    def _generic_values(self) -> dict[str, Any]:
-        """The fields drawn from their description; one that does not apply sends None (the preset's value)."""
-        out = {}
-        for field in self._generic:
-            value = editor_value(self._editors[field])
-            applies = self._applies(field)
-            out[field] = (value and applies) if isinstance(value, bool) else (value if applies else None)
-        return out
 
     def _applies(self, field: str) -> bool:
         """False for a field the chosen optimizer ignores (it is disabled and not validated)."""

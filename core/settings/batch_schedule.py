@@ -245,5 +245,5 @@ GROUP = SettingsGroup(
     ),  # fmt: skip
     checks=(_check_batch_schedule,),
     # the batch of each epoch; after the rates hook, whose rate it scales once grow reaches max_batch
-    hooks=(HookFactory("batch_schedule", "batchlab.core.training.trainer:batch_schedule_hook_for", 20),),
+    hooks=(HookFactory("batch_schedule", "batchlab.core.training.settings_hooks:batch_schedule_hook_for", 20),),
 )

@@ -311,7 +311,7 @@ GROUP = SettingsGroup(
     ),  # fmt: skip
     checks=(_check_batch_sizes, _check_target),
     # evaluation points (a target or eval_every): before RunEvents, which sends run_ended last
-    hooks=(HookFactory("evaluations", "batchlab.core.training.trainer:evaluations_hook_for", 110),),
+    hooks=(HookFactory("evaluations", "batchlab.core.training.settings_hooks:evaluations_hook_for", 110),),
     add_arguments=_add_arguments,
     read_arguments=_read_arguments,
     from_flat=_from_flat,

@@ -296,5 +296,5 @@ GROUP = SettingsGroup(
     ),  # fmt: skip
     checks=(_check_lr_from, _check_learning_rate),
     # every run records its rate per step (from the plan, or the optimizer's one rate): before StepLog copies rows
-    hooks=(HookFactory("learning_rate", "batchlab.core.training.trainer:learning_rate_hook_for", 10),),
+    hooks=(HookFactory("learning_rate", "batchlab.core.training.settings_hooks:learning_rate_hook_for", 10),),
 )

@@ -35,7 +35,7 @@ def _check_prepare_ahead(p: dict[str, Any], errors: dict[str, SpecError]) -> Non
 
 GROUP = SettingsGroup(
     name="process",
-    title="Training processes",
+    title="Process policy",
     values=ProcessSettings,
     settings=(
         Setting(

@@ -19,11 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import keras
 import numpy as np
 import tensorflow as tf
 from batchlab.core import batch_rules
-from batchlab.core import settings as settings_registry
 from batchlab.core.datasets import load_spec_data, prepare_arrays
 from batchlab.core.events import log_event, now_iso
 from batchlab.core.lr_rules import plan_for
@@ -44,7 +42,6 @@ from batchlab.core.training.gc_watch import GcWatch
 from batchlab.core.training.hooks import (
     EpochSummary,
     HookList,
-    LearningRateLog,
     NanCheck,
     RunEvents,
     RunSummary,
@@ -55,6 +52,7 @@ from batchlab.core.training.hooks import (
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
 from batchlab.core.training.noise_scale import NoiseScaleProbe
 from batchlab.core.training.schedules import RunSchedule, build_schedule
+from batchlab.core.training.settings_hooks import add_settings_hooks
 from batchlab.core.training.startup import StartupClock
 from batchlab.core.training.workloads import accumulation_fields, build_model
 
@@ -252,18 +250,6 @@ def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
         batch_plan,
         xla_choice,
     )
-
-
-def learning_rate_hook(setup: RunSetup) -> LearningRateLog:
-    """The hook that records each step's rate: from the plan, or the optimizer's one fixed rate."""
-    schedule = setup.schedule
-    if schedule is not None:
-        return LearningRateLog(schedule.plan, set_scale=schedule.set_scale)
-    optimizer = setup.model.optimizer
-    rate = getattr(optimizer, "_learning_rate", None)
-    if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
-        return LearningRateLog()  # the model file's own schedule: not known without reading the device
-    return LearningRateLog(constant=float(optimizer.learning_rate))  # read once, before training
 
 
 class InstrumentedLoop:
@@ -564,37 +550,6 @@ def make_engine(
         noise=noise,
         batches=batches,
     )
-
-
-def learning_rate_hook_for(setup: RunSetup, emit: Emit, built: dict[str, Any]) -> LearningRateLog:
-    """The learning-rate group's hook (core/settings/learning_rate.py): every run records its rates."""
-    return learning_rate_hook(setup)
-
-
-def batch_schedule_hook_for(setup: RunSetup, emit: Emit, built: dict[str, Any]) -> BatchSchedule | None:
-    """The batch-schedule group's hook: each epoch's batch, scaling the rates hook once grow reaches its cap."""
-    if setup.batch_plan is None:
-        return None
-    return BatchSchedule(setup.batch_plan, setup.run.index, emit, built.get("learning_rate"))
-
-
-def evaluations_hook_for(setup: RunSetup, emit: Emit, built: dict[str, Any]) -> Evaluations | None:
-    """The budget group's hook: evaluation points when the spec asks for them (a target or eval_every)."""
-    spec = setup.run.sweep
-    if not spec.evaluates:
-        return None
-    return Evaluations(setup.run.index, emit, setup.samples, spec.target_spec, spec.eval_every, spec.keep_training)
-
-
-def add_settings_hooks(setup: RunSetup, emit: Emit, hooks: HookList) -> dict[str, Any]:
-    """Every settings group's hooks this run needs (core/settings: each factory by its priority), added to
-    `hooks` at their priority; returns them by name."""
-    built: dict[str, Any] = {}
-    for factory in settings_registry.hook_factories():
-        hook = factory.factory()(setup, emit, built)
-        if hook is not None:
-            built[factory.name] = hooks.add(hook, factory.name, factory.priority)
-    return built
 
 
 @dataclass
