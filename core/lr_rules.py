@@ -191,7 +191,7 @@ def _preview(spec: Any, samples: int | None) -> dict[int, tuple[list[float], lis
 
     n = int(samples if samples is not None else spec.samples)
     # with lr_from each batch size's rate from the lr-find file, read once by the spec (core/settings/resolve.py)
-    rates = spec.run_rates() if getattr(spec, "lr_from", None) else {}
+    rates = spec.run_rates() if spec.lr_from else {}
     out = {}
     for b in spec.batch_sizes:
         steps_per_epoch = math.ceil(n / b)

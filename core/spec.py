@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from batchlab.core import settings as registry
@@ -56,7 +56,7 @@ class SweepSpec:
     stored in the run file. `SweepSpec(**values)` takes parsed values (the defaults: the default preset's);
     build_spec parses and checks what a user typed."""
 
-    __slots__ = ("_groups", "_rates")
+    __slots__ = ("_groups", "_home", "_rates")
 
     def __init__(self, **values: Any) -> None:
         budget = values.pop("budget", None)
@@ -70,17 +70,27 @@ class SweepSpec:
         if values:
             raise TypeError(f"SweepSpec() got unknown settings: {', '.join(sorted(values))}")
         object.__setattr__(self, "_groups", groups)
+        home = {name: values for values in groups.values() for name in type(values).__dataclass_fields__}
+        object.__setattr__(self, "_home", home)  # each field's group values, for attribute reads
         object.__setattr__(self, "_rates", None)
 
     def __getattr__(self, name: str) -> Any:
-        groups = object.__getattribute__(self, "_groups")
-        for values in groups.values():
-            if name in type(values).__dataclass_fields__:
-                return getattr(values, name)
-        raise AttributeError(f"SweepSpec has no setting {name!r}")
+        try:
+            return getattr(object.__getattribute__(self, "_home")[name], name)
+        except (KeyError, AttributeError):
+            raise AttributeError(f"SweepSpec has no setting {name!r}") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"SweepSpec is frozen; build a new one (with_overrides) to change {name!r}")
+
+    def __reduce__(self):  # pickle: rebuilt from its values (immutable, so copies are the spec itself)
+        return (_spec_from_parsed, (self.flat(),))
+
+    def __copy__(self) -> SweepSpec:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> SweepSpec:
+        return self
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SweepSpec) and self._groups == other._groups
@@ -172,6 +182,16 @@ class SweepSpec:
         merged = preset_values(d)
         parsers = registry.field_parsers()
         return _spec_from_parsed({name: parse(merged.get(name)) for name, parse in parsers.items()})
+
+
+def _group_field(group: str, name: str) -> property:
+    return property(lambda self: getattr(self._groups[group], name), doc=f"The {group} group's {name}.")
+
+
+for _group in registry.groups():  # the built-in groups' fields as properties (a group added later: __getattr__)
+    for _name in registry.value_fields(_group):
+        if not hasattr(SweepSpec, _name):
+            setattr(SweepSpec, _name, _group_field(_group.name, _name))
 
 
 @dataclass(frozen=True)
@@ -382,7 +402,6 @@ __all__ = [
     "build_spec",
     "lr_find_rates",
     "preset_values",
-    "replace",
     "spec_errors",
     "with_overrides",
 ]

@@ -58,9 +58,7 @@ class ConvergenceFields:
     def _build_optimizer_extras(self, form) -> None:
         """Nesterov beside the momentum, and the weight decay row (after the momentum row)."""
         self._register("nesterov", self.nesterov)
-        self.weight_decay = QLineEdit()
-        self.weight_decay.setPlaceholderText("the optimizer's own default")
-        self._row(form, "weight_decay", "Weight decay", self.weight_decay)
+        self._described_row(form, "weight_decay")
 
     def _build_convergence(self, layout: QVBoxLayout) -> None:
         self.convergence = Collapsible("Convergence: target, learning-rate rule, schedule")
@@ -78,19 +76,14 @@ class ConvergenceFields:
         self.target = QLineEdit()
         self.target.setPlaceholderText("value, e.g. 0.98")
         self._row(form, "target", "Target", self.target, before=(self.target_metric,))
-        self.eval_every = QLineEdit()
-        self.eval_every.setPlaceholderText("at epoch ends only")
-        self.eval_every.setToolTip("Evaluate every N optimizer steps (and at every epoch end); blank: epoch ends")
-        self._row(form, "eval_every", "Evaluate every (steps)", self.eval_every)
+        self._described_row(form, "eval_every")
         self.keep_training = QCheckBox("train on to the budget after the target")
         self._row(form, "keep_training", "", self.keep_training)
         self._generic_rows(form, "budget")  # the budget group's other fields (e.g. abort_losers)
         self.lr_rule = self._choice_row(
             form, "lr_rule", "Learning-rate rule", RULE_CHOICES, "How each batch size B gets its rate from lr at B0"
         )
-        self.lr_base_batch = QLineEdit()
-        self.lr_base_batch.setPlaceholderText("the smallest batch size")
-        self._row(form, "lr_base_batch", "Base batch B0", self.lr_base_batch)
+        self._described_row(form, "lr_base_batch")
         self.warmup = QLineEdit()
         self.warmup.setToolTip("Linear warmup from lr to the rule's rate for the batch size (Goyal et al.)")
         self.warmup_unit = QComboBox()
@@ -105,12 +98,8 @@ class ConvergenceFields:
             [c for c in SCHEDULE_CHOICES if c[0] in LR_SCHEDULES],
             "What the rate does after warmup",
         )
-        self.lr_decay_factor = QLineEdit()
-        self._row(form, "lr_decay_factor", "Decay factor", self.lr_decay_factor)
-        self.lr_decay_every = QLineEdit()
-        self._row(form, "lr_decay_every", "Decay every (epochs)", self.lr_decay_every)
-        self.lr_patience = QLineEdit()
-        self._row(form, "lr_patience", "Patience (epochs)", self.lr_patience)
+        for name in ("lr_decay_factor", "lr_decay_every", "lr_patience"):
+            self._described_row(form, name)
         self._build_batch_schedule(form)
         self.lr_from = QLineEdit()
         self.lr_from.setPlaceholderText("an lr-find run file: each batch size's own rate")
@@ -151,17 +140,8 @@ class ConvergenceFields:
         self.batch_schedule = self._choice_row(
             form, "batch_schedule", "Batch schedule", BATCH_SCHEDULE_CHOICES, "How each run's batch size changes"
         )
-        for field, label, placeholder in (
-            ("batch_growth_factor", "Growth factor", ""),
-            ("batch_growth_every", "Grow every (epochs)", ""),
-            ("max_batch", "Max batch", "the training samples (then the rate decays)"),
-            ("batch_switch_to", "Switch to batch", "the larger batch of the second phase"),
-            ("batch_patience", "Switch patience", ""),
-        ):
-            edit = QLineEdit()
-            edit.setPlaceholderText(placeholder)
-            setattr(self, field, edit)
-            self._row(form, field, label, edit)
+        for field in BATCH_FIELDS[1:]:
+            self._described_row(form, field)
         self.batch_patience.setToolTip("Validations without a better validation loss before the switch")
 
     def _fill_target_metrics(self, extra: tuple[str, ...]) -> None:

@@ -12,7 +12,7 @@ from batchlab.core import settings
 from batchlab.core.settings.execution import XLA_AUTO
 from batchlab.gui.collapsible import Collapsible
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QLineEdit, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QVBoxLayout
 
 EXECUTION_FIELDS = ("accumulate", "fused", "xla", "mixed_precision", "noise_scale_every", "noise_scale_parts")
 _CLI_HELP = {s.name: s.help for s in settings.settings()}  # each setting's help, as `batchlab sweep --help` gives it
@@ -28,22 +28,15 @@ class ExecutionFields:
         self.execution.summary.setObjectName("execution_summary")
         layout.addWidget(self.execution)
         form = self.execution.form
-        self.accumulate = QLineEdit()
-        self.accumulate.setPlaceholderText("1: no accumulation")
-        self._row(form, "accumulate", "Accumulate (micro-batches)", self.accumulate)
-        self.fused = QLineEdit()
-        self.fused.setPlaceholderText("1: one step per call")
-        self._row(form, "fused", "Fused steps per call", self.fused)
+        self._described_row(form, "accumulate")
+        self._described_row(form, "fused")
         self.xla = QCheckBox("compile with XLA (partly: auto)")
         self.xla.setTristate(True)  # unchecked: off, partly: auto (xla_choice.py), checked: on
         self._row(form, "xla", "", self.xla)
         self.mixed_precision = QCheckBox("mixed precision (float16, GPU only)")
         self._row(form, "mixed_precision", "", self.mixed_precision)
-        self.noise_scale_every = QLineEdit()
-        self.noise_scale_every.setPlaceholderText("not measured")
-        self._row(form, "noise_scale_every", "Noise scale every (steps)", self.noise_scale_every)
-        self.noise_scale_parts = QLineEdit()
-        self._row(form, "noise_scale_parts", "Noise scale parts", self.noise_scale_parts)
+        self._described_row(form, "noise_scale_every")
+        self._described_row(form, "noise_scale_parts")
         self.execution.set_expanded(False)
 
     def _execution_values(self) -> dict[str, Any]:

@@ -7,14 +7,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchlab.core.settings import form_description
+from batchlab.core.settings import FormField, form_description
 from batchlab.gui.convergence_fields import SHOWN_UNDER
 from batchlab.gui.field_rows import editor_for, editor_value
-from PySide6.QtWidgets import QFormLayout, QVBoxLayout
+from PySide6.QtWidgets import QFormLayout, QVBoxLayout, QWidget
+
+
+def described(name: str) -> FormField:
+    """The description of the setting `name` (its label, kind, choices, tooltip and placeholder)."""
+    for _group, _title, fields in form_description():
+        for field in fields:
+            if field.name == name:
+                return field
+    raise KeyError(name)
 
 
 class GroupFields:
     """Builds and reads the fields drawn from their description; see the module docstring."""
+
+    def _described_row(self, form: QFormLayout, name: str, *extra: QWidget) -> QWidget:
+        """The row of setting `name` as its group describes it (label, editor, placeholder, tooltip), with
+        `extra` widgets beside the editor; the editor is also the panel's attribute `name`."""
+        field = described(name)
+        editor = editor_for(field)
+        setattr(self, name, editor)
+        self._row(form, name, "" if field.kind == "bool" else field.label, editor, *extra)
+        self._field_help[name] = field.tooltip
+        return editor
 
     def _generic_rows(self, form: QFormLayout, group: str) -> None:
         """A row for every field of this settings group that no section built itself, drawn from its

@@ -180,14 +180,10 @@ class SetupPanel(ConvergenceFields, ExecutionFields, GroupFields, QScrollArea):
         self._row(form, "data", "Dataset", self.data)
         self.data.activated.connect(self._data_activated)
         self.data_info = self._info_label(form, "data_info")
-        self.samples = QLineEdit()
-        self._row(form, "samples", "Samples", self.samples)
-        self.val_samples = QLineEdit()
-        self._row(form, "val_samples", "Validation samples", self.val_samples)
+        self._described_row(form, "samples")
+        self._described_row(form, "val_samples")
         # CSV data only (shown when a .csv file is chosen): the target column(s) and the validation rows
-        self.target_column = QLineEdit()
-        self.target_column.setPlaceholderText("the column to predict, e.g. price (several: x,y)")
-        self._row(form, "target_column", "Target column", self.target_column)
+        self._described_row(form, "target_column")
         self.val_fraction = QLineEdit()
         self.val_fraction.setPlaceholderText(
             f"{DataSettings.val_fraction:g}: the last rows that validate (0 = none, up to 0.9)"
@@ -195,9 +191,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, GroupFields, QScrollArea):
         self._row(form, "val_fraction", "Validation fraction", self.val_fraction)
         for editor in (self.target_column, self.val_fraction):
             editor.textChanged.connect(self._csv_changed)
-        self.scale = QLineEdit()
-        self.scale.setPlaceholderText("none: inputs as stored (e.g. 255 for uint8 pixels)")
-        self._row(form, "scale", "Scale inputs by", self.scale)
+        self._described_row(form, "scale")
 
     def _info_label(self, form: QFormLayout, name: str) -> QLabel:
         """A grey line under a field describing what it names (a model's shapes, a data file's arrays)."""
@@ -295,15 +289,11 @@ class SetupPanel(ConvergenceFields, ExecutionFields, GroupFields, QScrollArea):
         self.optimizer = QComboBox()
         self.optimizer.addItems(list(OPTIMIZERS))
         self._row(form, "optimizer", "Optimizer", self.optimizer)
-        self.lr = QLineEdit()
-        self.lr.setPlaceholderText("optimizer default")
-        self._row(form, "lr", "Learning rate", self.lr)
-        self.momentum = QLineEdit()
+        self._described_row(form, "lr")
         self.nesterov = QCheckBox("Nesterov")
-        self._row(form, "momentum", "Momentum", self.momentum, self.nesterov)
+        self._described_row(form, "momentum", self.nesterov)
         self._build_optimizer_extras(form)
-        self.seeds = QLineEdit()
-        self._row(form, "seeds", "Seeds", self.seeds)
+        self._described_row(form, "seeds")
         self.shuffle = QCheckBox("shuffle batches each epoch")
         self._row(form, "shuffle", "", self.shuffle)
 

@@ -36,6 +36,9 @@ _GROUPS: list[SettingsGroup] = [
 ]
 
 
+_cache: dict[str, Any] = {}  # field_parsers and defaults, built once per set of groups
+
+
 def groups() -> tuple[SettingsGroup, ...]:
     """Every registered group, in the order the command line and the form show them."""
     return tuple(_GROUPS)
@@ -55,10 +58,12 @@ def register(new: SettingsGroup) -> None:
     if any(g.name == new.name for g in _GROUPS) or clash:
         raise ValueError(f"settings group {new.name!r} clashes with a registered one ({', '.join(clash) or 'name'})")
     _GROUPS.append(new)
+    _cache.clear()
 
 
 def unregister(name: str) -> None:
     _GROUPS[:] = [g for g in _GROUPS if g.name != name]
+    _cache.clear()
 
 
 @contextmanager
@@ -82,15 +87,19 @@ def settings() -> list[Setting]:
 
 def field_parsers() -> dict[str, Callable[[Any], Any]]:
     """Every setting's parser by its name (the flat values' keys: the budget as budget_unit and epochs)."""
-    return {s.name: s.parse for s in settings()}
+    if "parsers" not in _cache:
+        _cache["parsers"] = {s.name: s.parse for s in settings()}
+    return dict(_cache["parsers"])
 
 
 def defaults() -> dict[str, Any]:
     """Every setting's default (its group dataclass's), by setting name."""
-    out: dict[str, Any] = {}
-    for g in _GROUPS:
-        out.update(g.flat(g.values()))
-    return out
+    if "defaults" not in _cache:
+        out: dict[str, Any] = {}
+        for g in _GROUPS:
+            out.update(g.flat(g.values()))
+        _cache["defaults"] = out
+    return dict(_cache["defaults"])
 
 
 def checks() -> list[Check]:
