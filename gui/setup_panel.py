@@ -90,8 +90,8 @@ class SetupPanel(ConvergenceFields, ExecutionFields, GroupFields, QScrollArea):
         self._build_optimizer(layout)
         self._build_convergence(layout)
         self._build_execution(layout)
-        self._build_other_settings(layout)
         self._build_output(layout)
+        self._build_other_settings(layout)  # after every section: only fields none of them built
         # What the fields change from the preset, under the last field: lines that come and go while typing
         # pushed every field below the description (and the pointer's target) up and down when shown at the top.
         self.preset_changes = QLabel()

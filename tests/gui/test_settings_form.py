@@ -5,7 +5,7 @@ here; the budget group's abort_losers gets a check box beside keep_training, ena
 from __future__ import annotations
 
 from batchlab.core import settings
-from PySide6.QtWidgets import QCheckBox, QGroupBox, QLabel, QLineEdit
+from PySide6.QtWidgets import QCheckBox, QGroupBox, QLabel, QLineEdit, QWidget
 
 from tests.core.test_settings_groups import TOY
 from tests.gui.panels import MLP, shown_panel
@@ -38,3 +38,17 @@ def test_abort_losers_sits_beside_keep_training_and_needs_a_target(qtbot, tmp_pa
     panel.set_values({**MLP, "target": "val_loss=0.2", "abort_losers": True})
     assert box.isEnabled() and box.isChecked() and panel.spec().abort_losers is True
     assert "runs that cannot win stopped" in panel.convergence.summary.text()
+
+
+def test_the_built_in_groups_add_no_box_and_no_second_editor(qtbot, tmp_path):
+    """Every built-in setting has its place in the panel's sections: no box of leftovers, one editor each."""
+    panel = shown_panel(qtbot, tmp_path)
+    assert [b.title() for b in panel.findChildren(QGroupBox)] == [
+        "Experiment",
+        "Budget and batch sizes",
+        "Optimizer and seeds",
+        "Run",
+    ]
+    for _group, _title, fields in settings.form_description():
+        for field in fields:
+            assert len(panel.findChildren(QWidget, field.name)) == 1, field.name
