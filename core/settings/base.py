@@ -27,7 +27,7 @@ class FormField:
     """A setting as the window shows it, without Qt: the GUI renders one editor per kind."""
 
     name: str  # the spec field
-    label: str  # the form's label ("" for a check box, whose text is `tooltip`'s first words)
+    label: str  # the form's label; for a check box (kind bool), the box's text
     kind: str  # one of KINDS
     choices: tuple[tuple[str, str], ...] = ()  # (value, text) for kind "choice"
     tooltip: str = ""
