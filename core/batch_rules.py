@@ -12,7 +12,7 @@ docs/learning-rates.md (*Batch-size schedules*) describes what a user sets.
   step schedule exactly: at the k-th change point the raw batch is start x factor^k; the batch is
   min(max_batch, round(raw)) and the rate is multiplied by max_batch / raw once raw exceeds max_batch.
 - ``two_phase`` (a practitioner's recipe): the run's batch until the validation loss stalls, then
-  ``switch_to`` once. "Stalls" is reduce-on-plateau's test (core/lr_rules.Plateau): ``patience``
+  ``switch_to`` once. "Stalls" is reduce-on-plateau's test (core/plateau.Plateau): ``patience``
   evaluations in a row not below the best by more than PLATEAU_MIN_DELTA, counting every epoch
   end's validation and, with eval_every, every evaluation point; the larger batch starts with the
   next epoch.
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from batchlab.core.lr_rules import PLATEAU_MIN_DELTA, Plateau
+from batchlab.core.plateau import PLATEAU_MIN_DELTA, Plateau
 
 BATCH_SCHEDULES = ("constant", "grow", "two_phase")
 BATCH_SCHEDULE_ALIASES = {"two-phase": "two_phase", "twophase": "two_phase", "smith": "grow"}
@@ -75,7 +75,7 @@ class BatchPlan:
 
 def plan_for(spec: Any, batch_size: int, samples: int) -> BatchPlan | None:
     """The batch plan of the run of `spec` (a SweepSpec) at `batch_size`; None for the constant schedule."""
-    schedule = getattr(spec, "batch_schedule", "constant")
+    schedule = spec.batch_schedule
     if schedule == "constant":
         return None
     return BatchPlan(
@@ -139,7 +139,7 @@ def training_bounds(plan: BatchPlan, samples: int, unit: str, amount: int) -> tu
 def should_switch(val_losses: Sequence[float], patience: int, min_delta: float = PLATEAU_MIN_DELTA) -> int | None:
     """two_phase on a sequence of validation losses: the index of the validation after which the batch
     switches (the `patience`-th in a row not better than the best by more than `min_delta`; NaN is not
-    better), or None if the loss never stalled. The same test as reduce-on-plateau (core/lr_rules.Plateau)."""
+    better), or None if the loss never stalled. The same test as reduce-on-plateau (core/plateau.Plateau)."""
     plateau = Plateau(0.5, patience, min_delta)
     for i, loss in enumerate(val_losses):
         if plateau.update(float(loss)) != 1.0:

@@ -15,8 +15,10 @@ from typing import Any
 
 from batchlab.core.errors import SpecError
 from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_file
-from batchlab.core.presets import DEFAULT_PRESET, PRESETS
-from batchlab.core.spec import FIELD_PARSERS, OPTIMIZERS, build_spec
+from batchlab.core.presets import PRESETS
+from batchlab.core.settings.arguments import add_sweep_arguments, value_options
+from batchlab.core.settings.arguments import sweep_values as settings_values
+from batchlab.core.spec import FIELD_PARSERS, build_spec
 from batchlab.core.sweep.interrupts import Interrupts as _Interrupts
 from batchlab.core.sweep.progress import ProgressPrinter
 from batchlab.core.text_width import terminal_columns, text_width
@@ -33,114 +35,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-# (option, spec field, help); every value is parsed by core.spec, never here.
-SWEEP_OPTIONS = (
-    ("--preset", "preset", f"named experiment: {', '.join(PRESETS)} (default {DEFAULT_PRESET})"),
-    (
-        "--workload",
-        "workload",
-        "autoencoder, cnn, mlp or keras-file (default: the preset's); without --preset, the preset of that name, "
-        "its model sized from the data",
-    ),
-    ("--model", "model_file", "a .keras model file (loaded in safe mode); implies --preset keras-file; ~ allowed"),
-    (
-        "--data",
-        "data",
-        "bundled (default), bundled-large, keras:mnist, keras:fashion_mnist, keras:cifar10, a .npz/.h5 or .csv file",
-    ),
-    ("--samples", "samples", "training samples used, the first N of the data (a data file: default all it holds)"),
-    ("--val-samples", "val_samples", "validation samples from the test split (0 = none; a data file: default all)"),
-    ("--epochs", "epochs", "epochs per run (with --target: the most a run may train; also --max-epochs)"),
-    ("--batch-sizes", "batch_sizes", "comma-separated, e.g. 8,16,32"),
-    (
-        "--optimizer",
-        "optimizer",
-        f"{', '.join(OPTIMIZERS)} (lars: layer-wise adaptive rates, BatchLab's own; model: the .keras file's own)",
-    ),
-    ("--lr", "lr", "learning rate (default: the preset's; \"\" = the optimizer's own default)"),
-    ("--momentum", "momentum", "momentum for sgd, rmsprop and lars"),
-    ("--seeds", "seeds", "comma-separated seeds from 0 to 2**32-1; each batch size runs once per seed"),
-    ("--device", "device", "auto (default), cpu or gpu:N"),
-    ("--loop", "loop", "loop (default: BatchLab's loop, every step timed) or fit (model.fit, timed as fit sees it)"),
-    ("--sync", "sync", "every_step (default) or sampled: how often the loop waits for the device to time a step"),
-    ("--accumulate", "accumulate", "gradient accumulation: k micro-batches per update, effective batch = batch x k"),
-    ("--fused", "fused", "K training steps per call of the step function, every step's loss kept (default 1)"),
-    (
-        "--threads",
-        "tf_threads",
-        "TensorFlow threads (intra- and inter-op) in each training process; 0 = TensorFlow's default (one per core)",
-    ),
-    (
-        "--target",
-        "target",
-        "train until METRIC is strictly better than VALUE, METRIC=VALUE with METRIC train_loss, val_loss (met "
-        "below), val_accuracy (above) or val_error (below), e.g. val_accuracy=0.98; the budget is the maximum",
-    ),
-    ("--eval-every", "eval_every", "evaluate every N optimizer steps, and at every epoch end (default: epoch ends)"),
-    (
-        "--lr-from",
-        "lr_from",
-        "an lr-find run file: each batch size trains at its suggested rate (see --lr-pick) instead of --lr",
-    ),
-    (
-        "--lr-pick",
-        "lr_pick",
-        "with --lr-from: which suggestion each batch size trains at: steepest (default: the steepest fall of "
-        "the smoothed loss) or min10 (the rate of the lowest smoothed loss / 10)",
-    ),
-    (
-        "--lr-rule",
-        "lr_rule",
-        "how the rate scales with batch size B: constant (BLR, default), linear (LSR: lr x B/B0) or sqrt "
-        "(SRSR: lr x sqrt(B/B0)); see docs/learning-rates.md",
-    ),
-    ("--lr-base-batch", "lr_base_batch", "B0, the batch size at which the rate is --lr (default: the smallest)"),
-    ("--warmup", "warmup", "linear warmup from --lr to the rule's rate over this many --warmup-unit (default 0)"),
-    ("--warmup-unit", "warmup_unit", "epochs (default) or steps"),
-    (
-        "--lr-schedule",
-        "lr_schedule",
-        "after warmup: constant (default), step (x factor every --lr-decay-every epochs), cosine (to 0 at the "
-        "end of the budget) or plateau (x factor when validation loss stalls --lr-patience epochs)",
-    ),
-    ("--lr-decay-factor", "lr_decay_factor", "factor of step decay and plateau, between 0 and 1 (default 0.1)"),
-    ("--lr-decay-every", "lr_decay_every", "step decay interval in epochs (default 2)"),
-    ("--lr-patience", "lr_patience", "plateau: epochs without a better validation loss before a decay (default 2)"),
-    ("--weight-decay", "weight_decay", "weight decay of adamw, lamb and lars (default: the optimizer's own)"),
-    ("--scale", "scale", "divide the inputs by this, e.g. 255 for uint8 pixels (default: none, inputs as stored)"),
-    ("--target-column", "target_column", "CSV data: the target column(s), comma-separated; the others are inputs"),
-    ("--val-fraction", "val_fraction", "CSV data: the last this fraction of rows validate (default 0.2)"),
-    (
-        "--noise-scale-every",
-        "noise_scale_every",
-        "measure the gradient noise scale B_simple every N steps (default: off); off the run's clock",
-    ),
-    (
-        "--noise-scale-parts",
-        "noise_scale_parts",
-        "micro-batches a measured batch is split into, 2 to 64 (default 4; the batch size mod k is left out)",
-    ),
-    (
-        "--batch-schedule",
-        "batch_schedule",
-        "constant (default), grow (batch x --batch-growth-factor every --batch-growth-every epochs up to "
-        "--max-batch, then the rate decays instead; Smith et al.) or two-phase (--batch-switch-to once the "
-        "validation loss stalls for --batch-patience evaluations); see docs/learning-rates.md",
-    ),
-    ("--batch-growth-factor", "batch_growth_factor", "grow: multiply the batch by this, > 1 (default 2)"),
-    ("--batch-growth-every", "batch_growth_every", "grow: epochs between changes (default 2)"),
-    ("--max-batch", "max_batch", "grow: the largest batch, then the rate decays (default: the training samples)"),
-    ("--batch-switch-to", "batch_switch_to", "two-phase: the larger batch, above every --batch-sizes value"),
-    ("--batch-patience", "batch_patience", "two-phase: evaluations without a better loss, then the switch (default 2)"),
-)
-# Other budgets than --epochs: (option, budget unit); with --target each is the most a run may train.
-BUDGET_OPTIONS = (
-    ("--max-epochs", "epochs"),
-    ("--steps", "steps"),
-    ("--max-steps", "steps"),
-    ("--examples", "examples"),
-    ("--max-examples", "examples"),
-)
+# (option, spec field, help) of every setting given as a value (core/settings/: each group owns its options);
+# the other commands offer some of them. Every value is parsed by its settings group, never here.
+SWEEP_OPTIONS = value_options()
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -149,53 +46,18 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     sweep = sub.add_parser("sweep", help="run a batch-size sweep headless and save it to an HDF5 run file")
-    for option, _field, help_text in SWEEP_OPTIONS:
-        sweep.add_argument(option, default=None, help=help_text)
-    sweep.add_argument("--shuffle", dest="shuffle", action="store_true", default=None, help="reshuffle every epoch")
-    sweep.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="consecutive slices, fixed order")
-    for option, unit in BUDGET_OPTIONS:
-        what = "optimizer steps" if unit == "steps" else f"training {unit}"
-        sweep.add_argument(
-            option, default=None, help=f"budget: {what} per run" + (" (with --target)" * ("max" in option))
-        )
-    sweep.add_argument(
-        "--keep-training",
-        action="store_true",
-        default=None,
-        help="with --target: train on to the budget after the target was met (default: stop there)",
-    )
-    sweep.add_argument("--nesterov", dest="nesterov", action="store_true", default=None, help="Nesterov momentum (sgd)")
-    sweep.add_argument(
-        "--xla",
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="auto",
-        help="compile the train step with XLA (jit_compile); --xla auto: only in runs whose steps repay the compile",
-    )
-    sweep.add_argument(
+    add_sweep_arguments(sweep)  # one section per settings group (core/settings/)
+    run = sweep.add_argument_group("Run file and training processes")
+    run.add_argument(
         "--xla-cache",
         action="store_true",
         help="keep XLA's compiled steps in the user's cache folder (~/.cache/batchlab/xla on Linux) so a later sweep "
         "of the same model and batch sizes skips the compile; delete the folder to clear it",
     )
-    sweep.add_argument(
-        "--mixed-precision",
-        action="store_true",
-        default=None,
-        help="mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)",
-    )
-    sweep.add_argument(
-        "--prepare-ahead",
-        action="store_true",
-        default=None,
-        help="with --fused on a Linux CPU: the next run's process builds its model and traces (and compiles) its "
-        "fused call while the current run trains, then waits for its turn (recorded as prepared_ahead_s)",
-    )
-    sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
-    sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
-    children = sweep.add_mutually_exclusive_group()
+    run.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
+    run.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    run.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
+    children = run.add_mutually_exclusive_group()
     children.add_argument(
         "--fresh-children",
         action="store_true",
@@ -455,32 +317,9 @@ def _print_analysis(sweep, profile=None) -> None:
         print(textwrap.fill(paragraph, text_width(), initial_indent="- ", subsequent_indent="  "))
 
 
-def _budget_values(args: argparse.Namespace) -> dict[str, Any]:
-    """budget_unit and its amount (the `epochs` field) from whichever budget option was given; none: the preset's."""
-    given = [("--epochs", "epochs", args.epochs)] if args.epochs is not None else []
-    given += [(o, unit, getattr(args, o[2:].replace("-", "_"))) for o, unit in BUDGET_OPTIONS]
-    given = [g for g in given if g[2] is not None]
-    if len(given) > 1:
-        raise SpecError(
-            "budget", f"{given[0][0]} and {given[1][0]} both set the budget; give one of --epochs, --steps, --examples"
-        )
-    if not given:
-        return {}
-    _option, unit, amount = given[0]
-    return {"budget_unit": unit, "epochs": amount}
-
-
 def sweep_values(args: argparse.Namespace) -> dict[str, Any]:
     """The spec values `batchlab sweep` options give (None: not given, the preset's); the window builds the same."""
-    values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
-    values["shuffle"] = args.shuffle
-    values["keep_training"] = args.keep_training
-    values.update(_budget_values(args))
-    values["nesterov"] = args.nesterov
-    values["xla"] = args.xla
-    values["mixed_precision"] = args.mixed_precision
-    values["prepare_ahead"] = getattr(args, "prepare_ahead", None)
-    return values
+    return settings_values(args)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -16,17 +16,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 from batchlab.core.csv_table import read_csv_arrays
+from batchlab.core.errors import SpecError
 from batchlab.core.loss_targets import TargetSummary, summarize_targets
 from batchlab.core.presets import WORKLOADS
-from batchlab.core.spec import (
-    BUNDLED_DATA,
-    BUNDLED_LARGE_DATA,
-    CSV_SUFFIXES,
-    KERAS_PREFIX,
-    NPZ_SUFFIXES,
-    SpecError,
-    parse_data,
-)
+from batchlab.core.settings.data import BUNDLED_DATA, BUNDLED_LARGE_DATA, CSV_SUFFIXES, KERAS_PREFIX, NPZ_SUFFIXES
+from batchlab.core.settings.data import checked_data_file as parse_data
 
 # The installed package keeps the repository's layout: batchlab/core/ beside batchlab/resources/
 # (package data in the wheel, the folder itself in a clone).
@@ -144,7 +138,8 @@ def bundled_extra_path() -> Path:
 
 
 def _checked_source(source: str) -> str:
-    """The source as core.spec.parse_data accepts it (the one check of names, suffixes and existence)."""
+    """The source as core.settings.data.checked_data_file accepts it (the one check of names and suffixes,
+    and that the file is there)."""
     try:
         return parse_data(source)
     except SpecError as e:

@@ -21,7 +21,10 @@ suggestions.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -191,3 +194,54 @@ def parse_range_settings(lr_min=None, lr_max=None, lr_steps=None, preset: str | 
                 f"{lr_steps!r} is not allowed; use a whole number of steps from {MIN_LR_STEPS} to {MAX_LR_STEPS}",
             )
     return RangeSettings(low, high, steps)
+
+
+# ---------------------------------------------------------------- lr-find files (batchlab lr-find writes them)
+
+LR_FIND_MODE = "lr_find"  # the root attribute `mode` of an lr-find run file
+
+
+def range_rows(record) -> list[dict[str, Any]]:
+    """One row per run of an lr-find file (core.runfile.reader.SweepRecord): what the table shows."""
+    rows = []
+    for run in record.runs:
+        a = run.attrs
+        rows.append(
+            {
+                "batch_size": run.batch_size,
+                "seed": run.seed,
+                "status": run.status,
+                "suggested_lr": float(a.get("suggested_lr", math.nan)),
+                "suggested_lr_min10": float(a.get("suggested_lr_min10", math.nan)),
+                "loss_at_suggestion": float(a.get("loss_at_suggestion", math.nan)),
+                "stop_reason": str(a.get("stop_reason", "")),
+                "points": len(run.lr_range.get("lr", ())),
+            }
+        )
+    return rows
+
+
+def suggested_rates(path: str | os.PathLike, pick: str = "steepest") -> dict[int, float]:
+    """Each batch size's suggested rate in an lr-find file; several seeds: their geometric mean.
+
+    `pick` says which suggestion: "steepest" (the steepest fall of the smoothed loss per unit of log(lr)) or
+    "min10" (the rate of the lowest smoothed loss / 10); core/lr_range.py.
+
+    Raises SpecError (field lr_from) for a file that is not an lr-find file or holds no usable suggestion.
+    """
+    from batchlab.core.errors import SpecError
+    from batchlab.core.runfile.reader import read_run_file
+
+    path = Path(path)
+    try:
+        record = read_run_file(path)
+    except SpecError as e:
+        raise SpecError("lr_from", e.message) from None
+    if record.attrs.get("mode") != LR_FIND_MODE:
+        raise SpecError("lr_from", f"{path} is a sweep's run file, not an lr-find file; run batchlab lr-find first")
+    key = {"steepest": "suggested_lr", "min10": "suggested_lr_min10"}[pick]
+    found: dict[int, list[float]] = {}
+    for row in range_rows(record):
+        if row["status"] == "ok" and math.isfinite(row[key]) and row[key] > 0:
+            found.setdefault(row["batch_size"], []).append(row[key])
+    return {b: math.exp(sum(map(math.log, v)) / len(v)) if len(v) > 1 else v[0] for b, v in sorted(found.items())}

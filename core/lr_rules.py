@@ -27,12 +27,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from batchlab.core import batch_rules
+from batchlab.core.plateau import PLATEAU_MIN_DELTA, Plateau  # noqa: F401 (the rate's plateau, read here)
+
 LR_RULES = ("constant", "linear", "sqrt")
 LR_RULE_ALIASES = {"blr": "constant", "lsr": "linear", "srsr": "sqrt"}  # the names used by Golmant et al.
 LR_SCHEDULES = ("constant", "step", "cosine", "plateau")
 WARMUP_UNITS = ("epochs", "steps")
 COSINE_ALPHA = 0.0  # cosine decay ends at this fraction of the peak rate
-PLATEAU_MIN_DELTA = 1e-4  # a validation loss must fall by more than this to count as better (Keras's default)
 
 
 def scaled_lr(lr0: float, rule: str, batch_size: int, base_batch: int) -> float:
@@ -144,32 +146,6 @@ def plan_for(
     )
 
 
-class Plateau:
-    """Reduce-on-plateau as Keras's ReduceLROnPlateau (mode min, cooldown 0): after `patience`
-    validation losses in a row that are not below the best by more than `min_delta`, the scale is
-    multiplied by `factor` and the count starts again. NaN counts as no improvement."""
-
-    def __init__(self, factor: float, patience: int, min_delta: float = PLATEAU_MIN_DELTA):
-        self.factor = factor
-        self.patience = patience
-        self.min_delta = min_delta
-        self.best = math.inf
-        self.wait = 0
-        self.scale = 1.0
-
-    def update(self, val_loss: float) -> float:
-        """Take one epoch's validation loss; return the scale for the epochs that follow."""
-        if val_loss < self.best - self.min_delta:
-            self.best = val_loss
-            self.wait = 0
-        else:
-            self.wait += 1
-            if self.wait >= self.patience:
-                self.scale *= self.factor
-                self.wait = 0
-        return self.scale
-
-
 def sweep_preview(spec: Any, samples: int | None = None) -> dict[int, list[float]]:
     """The rate of every step of each batch size's run, at plateau scale 1 (what a plateau run starts
     from), for a preview before Run; `samples` defaults to the spec's. Empty lists where the run
@@ -187,14 +163,9 @@ def sweep_preview_batches(spec: Any, samples: int | None = None) -> dict[int, tu
 
 
 def _preview(spec: Any, samples: int | None) -> dict[int, tuple[list[float], list[int]]]:
-    from batchlab.core import batch_rules  # batch_rules imports this module
-
     n = int(samples if samples is not None else spec.samples)
-    rates = {}
-    if getattr(spec, "lr_from", None):
-        from batchlab.core.spec import lr_find_rates  # reads the lr-find file; spec imports this module
-
-        rates = lr_find_rates(spec.lr_from, getattr(spec, "lr_pick", "steepest"))
+    # with lr_from each batch size's rate from the lr-find file, read once by the spec (core/settings/resolve.py)
+    rates = spec.run_rates() if spec.lr_from else {}
     out = {}
     for b in spec.batch_sizes:
         steps_per_epoch = math.ceil(n / b)

@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from batchlab.core import settings
+
 # Settings listed first when they differ (the ones that change what a curve means); the rest follow by name.
 LEADING = ("preset", "workload", "model_file", "data", "samples", "val_samples", "epochs", "optimizer", "lr")
 NOT_SETTINGS = ("out",)  # where a file was written says nothing about what was measured
@@ -53,9 +55,10 @@ def spec_differences(specs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[s
         return {}
     keys = {key for values in flat.values() for key in values}
     order = [k for k in LEADING if k in keys] + sorted(keys - set(LEADING))
+    defaults = settings.defaults()  # a file from before a setting existed: the value it trained with
     out: dict[str, dict[str, Any]] = {}
     for key in order:
-        seen = {name: values.get(key) for name, values in flat.items()}
+        seen = {name: values[key] if key in values else defaults.get(key) for name, values in flat.items()}
         if len({show_value(v) for v in seen.values()}) > 1:
             out[key] = seen
     return out

@@ -11,6 +11,8 @@ from typing import Any
 from batchlab.core.cli import LR_FIND_FIELDS
 from batchlab.core.lr_rules import LR_SCHEDULES, WARMUP_UNITS
 from batchlab.core.paths import check_run_file, default_run_file
+from batchlab.core.settings.batch_schedule import BATCH_SCHEDULE_CHOICES
+from batchlab.core.settings.learning_rate import LR_PICK_CHOICES, RULE_CHOICES, SCHEDULE_CHOICES
 from batchlab.core.spec import (
     BUDGET_UNITS,
     MODEL_OPTIMIZER,
@@ -29,26 +31,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QLineEdit, QPushButton, QVBoxLayout
 
 NO_TARGET = ""  # the target metric combo's "none": train the whole budget
-RULE_CHOICES = [
-    ("constant", "constant (BLR): lr at every batch size"),
-    ("linear", "linear (LSR): lr x B/B0"),
-    ("sqrt", "square root (SRSR): lr x sqrt(B/B0)"),
-]
-SCHEDULE_CHOICES = [
-    ("constant", "constant (after any warmup)"),
-    ("step", "step: x factor every N epochs"),
-    ("cosine", "cosine: to 0 at the end of the budget"),
-    ("plateau", "plateau: x factor when val loss stalls"),
-]
-BATCH_SCHEDULE_CHOICES = [
-    ("constant", "constant: each run keeps its batch"),
-    ("grow", "grow: batch x factor every N epochs (Smith)"),
-    ("two_phase", "two phase: larger batch once val loss stalls"),
-]
-LR_PICK_CHOICES = [
-    ("steepest", "steepest fall of the smoothed loss"),
-    ("min10", "min/10: the lowest loss's rate / 10"),
-]
 BATCH_FIELDS = ("batch_schedule", "batch_growth_factor", "batch_growth_every", "max_batch", "batch_switch_to")
 BATCH_FIELDS += ("batch_patience",)
 # Fields shown beside another field's editor: their (rare) errors are shown under that field.
@@ -76,9 +58,7 @@ class ConvergenceFields:
     def _build_optimizer_extras(self, form) -> None:
         """Nesterov beside the momentum, and the weight decay row (after the momentum row)."""
         self._register("nesterov", self.nesterov)
-        self.weight_decay = QLineEdit()
-        self.weight_decay.setPlaceholderText("the optimizer's own default")
-        self._row(form, "weight_decay", "Weight decay", self.weight_decay)
+        self._described_row(form, "weight_decay")
 
     def _build_convergence(self, layout: QVBoxLayout) -> None:
         self.convergence = Collapsible("Convergence: target, learning-rate rule, schedule")
@@ -96,18 +76,14 @@ class ConvergenceFields:
         self.target = QLineEdit()
         self.target.setPlaceholderText("value, e.g. 0.98")
         self._row(form, "target", "Target", self.target, before=(self.target_metric,))
-        self.eval_every = QLineEdit()
-        self.eval_every.setPlaceholderText("at epoch ends only")
-        self.eval_every.setToolTip("Evaluate every N optimizer steps (and at every epoch end); blank: epoch ends")
-        self._row(form, "eval_every", "Evaluate every (steps)", self.eval_every)
+        self._described_row(form, "eval_every")
         self.keep_training = QCheckBox("train on to the budget after the target")
         self._row(form, "keep_training", "", self.keep_training)
+        self._generic_rows(form, "budget")  # the budget group's other fields (e.g. abort_losers)
         self.lr_rule = self._choice_row(
             form, "lr_rule", "Learning-rate rule", RULE_CHOICES, "How each batch size B gets its rate from lr at B0"
         )
-        self.lr_base_batch = QLineEdit()
-        self.lr_base_batch.setPlaceholderText("the smallest batch size")
-        self._row(form, "lr_base_batch", "Base batch B0", self.lr_base_batch)
+        self._described_row(form, "lr_base_batch")
         self.warmup = QLineEdit()
         self.warmup.setToolTip("Linear warmup from lr to the rule's rate for the batch size (Goyal et al.)")
         self.warmup_unit = QComboBox()
@@ -122,12 +98,8 @@ class ConvergenceFields:
             [c for c in SCHEDULE_CHOICES if c[0] in LR_SCHEDULES],
             "What the rate does after warmup",
         )
-        self.lr_decay_factor = QLineEdit()
-        self._row(form, "lr_decay_factor", "Decay factor", self.lr_decay_factor)
-        self.lr_decay_every = QLineEdit()
-        self._row(form, "lr_decay_every", "Decay every (epochs)", self.lr_decay_every)
-        self.lr_patience = QLineEdit()
-        self._row(form, "lr_patience", "Patience (epochs)", self.lr_patience)
+        for name in ("lr_decay_factor", "lr_decay_every", "lr_patience"):
+            self._described_row(form, name)
         self._build_batch_schedule(form)
         self.lr_from = QLineEdit()
         self.lr_from.setPlaceholderText("an lr-find run file: each batch size's own rate")
@@ -168,17 +140,8 @@ class ConvergenceFields:
         self.batch_schedule = self._choice_row(
             form, "batch_schedule", "Batch schedule", BATCH_SCHEDULE_CHOICES, "How each run's batch size changes"
         )
-        for field, label, placeholder in (
-            ("batch_growth_factor", "Growth factor", ""),
-            ("batch_growth_every", "Grow every (epochs)", ""),
-            ("max_batch", "Max batch", "the training samples (then the rate decays)"),
-            ("batch_switch_to", "Switch to batch", "the larger batch of the second phase"),
-            ("batch_patience", "Switch patience", ""),
-        ):
-            edit = QLineEdit()
-            edit.setPlaceholderText(placeholder)
-            setattr(self, field, edit)
-            self._row(form, field, label, edit)
+        for field in BATCH_FIELDS[1:]:
+            self._described_row(form, field)
         self.batch_patience.setToolTip("Validations without a better validation loss before the switch")
 
     def _fill_target_metrics(self, extra: tuple[str, ...]) -> None:
@@ -238,6 +201,7 @@ class ConvergenceFields:
             "nesterov": optimizer in NESTEROV_OPTIMIZERS,
             "weight_decay": optimizer in WEIGHT_DECAY_OPTIMIZERS,
             "keep_training": bool(self.target_metric.currentData()),
+            "abort_losers": bool(self.target_metric.currentData()),
             "lr_from": builds,
             "lr_pick": builds and bool(self.lr_from.text().strip()),
             "lr_rule": builds,
@@ -283,6 +247,7 @@ class ConvergenceFields:
             "nesterov": f"Nesterov momentum is for {', '.join(NESTEROV_OPTIMIZERS)} only",
             "weight_decay": f"only {', '.join(WEIGHT_DECAY_OPTIMIZERS)} use a weight decay",
             "keep_training": "only with a target",
+            "abort_losers": "only with a target",
             "lr_base_batch": "only for the linear and sqrt rules",
             "warmup": "warmup ramps from lr to the rule's rate: only for the linear and sqrt rules",
             "warmup_unit": "only for the linear and sqrt rules",
@@ -296,9 +261,11 @@ class ConvergenceFields:
         for field in BATCH_FIELDS[1:]:
             disabled_because[field] = f"for the {'grow' if field in BATCH_FIELDS[1:4] else 'two phase'} batch schedule"
         for field, why in disabled_because.items():
+            if field not in self._editors:
+                continue
             on = bool(self._applies(field))
             self._editors[field].setEnabled(on)
-            self._editors[field].setToolTip("" if on else why)
+            self._editors[field].setToolTip(self._field_help.get(field, "") if on else why)
         info = getattr(self, "_model_info", None) if values["workload"] == "keras-file" else None
         self._fill_target_metrics(tuple(f"val_{m}" for m in info.metrics) if info is not None else ())
         self.target.setEnabled(bool(self.target_metric.currentData()))
@@ -309,7 +276,16 @@ class ConvergenceFields:
         form, holder = self._rows["epochs"]
         form.labelForField(holder).setText(self._labels["epochs"])
         self.convergence.summary.setText(self.convergence_summary(values))
-        section = ("target", "eval_every", "keep_training", "lr_rule", "lr_base_batch", "warmup", "lr_schedule")
+        section = (
+            "target",
+            "eval_every",
+            "keep_training",
+            "abort_losers",
+            "lr_rule",
+            "lr_base_batch",
+            "warmup",
+            "lr_schedule",
+        )
         section += ("lr_decay_factor", "lr_decay_every", "lr_patience", "lr_from", "lr_pick", *BATCH_FIELDS)
         if any(f in errors for f in section) and not self.convergence.expanded:
             self.convergence.set_expanded(True)
@@ -360,6 +336,8 @@ class ConvergenceFields:
             parts.append("whole budget")
         if values["eval_every"].strip():
             parts.append(f"evaluated every {values['eval_every'].strip()} steps")
+        if values.get("abort_losers"):
+            parts.append("runs that cannot win stopped")
         if values["lr_from"]:
             pick = " (min/10)" if values.get("lr_pick") == "min10" else ""
             parts.append(f"rates from {Path(values['lr_from'].strip()).name}{pick}")

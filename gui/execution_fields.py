@@ -2,25 +2,20 @@
 (issue 12 item 6) and the gradient noise scale (issue 10 item 3), the `batchlab sweep` options --accumulate,
 --fused, --xla, --mixed-precision, --noise-scale-every and --noise-scale-parts. Mixed into SetupPanel like
 ConvergenceFields: every value is checked by core.spec (the CLI's parsers and cross-field rules, shown under the
-field), tooltips are the CLI's help."""
+field), tooltips are the CLI's help (core/settings/)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from batchlab.core.cli import SWEEP_OPTIONS
-from batchlab.core.spec import XLA_AUTO
+from batchlab.core import settings
+from batchlab.core.settings.execution import XLA_AUTO
 from batchlab.gui.collapsible import Collapsible
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QLineEdit, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QVBoxLayout
 
 EXECUTION_FIELDS = ("accumulate", "fused", "xla", "mixed_precision", "noise_scale_every", "noise_scale_parts")
-_CLI_HELP = {field: text for _option, field, text in SWEEP_OPTIONS}
-_CLI_HELP["xla"] = (
-    "compile the train step with XLA (jit_compile); partly checked (--xla auto): only in runs whose steps repay "
-    "the compile"
-)
-_CLI_HELP["mixed_precision"] = "mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)"
+_CLI_HELP = {s.name: s.help for s in settings.settings()}  # each setting's help, as `batchlab sweep --help` gives it
 
 
 class ExecutionFields:
@@ -33,22 +28,15 @@ class ExecutionFields:
         self.execution.summary.setObjectName("execution_summary")
         layout.addWidget(self.execution)
         form = self.execution.form
-        self.accumulate = QLineEdit()
-        self.accumulate.setPlaceholderText("1: no accumulation")
-        self._row(form, "accumulate", "Accumulate (micro-batches)", self.accumulate)
-        self.fused = QLineEdit()
-        self.fused.setPlaceholderText("1: one step per call")
-        self._row(form, "fused", "Fused steps per call", self.fused)
+        self._described_row(form, "accumulate")
+        self._described_row(form, "fused")
         self.xla = QCheckBox("compile with XLA (partly: auto)")
         self.xla.setTristate(True)  # unchecked: off, partly: auto (xla_choice.py), checked: on
         self._row(form, "xla", "", self.xla)
         self.mixed_precision = QCheckBox("mixed precision (float16, GPU only)")
         self._row(form, "mixed_precision", "", self.mixed_precision)
-        self.noise_scale_every = QLineEdit()
-        self.noise_scale_every.setPlaceholderText("not measured")
-        self._row(form, "noise_scale_every", "Noise scale every (steps)", self.noise_scale_every)
-        self.noise_scale_parts = QLineEdit()
-        self._row(form, "noise_scale_parts", "Noise scale parts", self.noise_scale_parts)
+        self._described_row(form, "noise_scale_every")
+        self._described_row(form, "noise_scale_parts")
         self.execution.set_expanded(False)
 
     def _execution_values(self) -> dict[str, Any]:

@@ -5,7 +5,10 @@ same way: one line under the field (the CLI's own message), never a dialog."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QFormLayout, QLabel, QLayout, QVBoxLayout, QWidget
+from typing import Any
+
+from batchlab.core.settings import FormField
+from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QLayout, QLineEdit, QVBoxLayout, QWidget
 
 
 def error_line(name: str | None = None) -> QLabel:
@@ -32,3 +35,28 @@ def add_field_row(form: QFormLayout, label: str, editor: QWidget | QLayout, erro
     column.addWidget(error)
     form.addRow(label, holder)
     return holder
+
+
+def editor_for(field: FormField) -> QWidget:
+    """The editor of a setting from its Qt-free description (core.settings.FormField): a line for a number or
+    text, a check box for a bool, a combo box of (value, text) choices."""
+    if field.kind == "bool":
+        editor: QWidget = QCheckBox(field.label)
+    elif field.kind == "choice" and field.choices:
+        editor = QComboBox()
+        for value, text in field.choices:
+            editor.addItem(text, value)
+    else:
+        editor = QLineEdit()
+        editor.setPlaceholderText(field.placeholder)
+    editor.setToolTip(field.tooltip)
+    return editor
+
+
+def editor_value(editor: QWidget) -> Any:
+    """What an editor made by editor_for holds, as the spec's parsers take it."""
+    if isinstance(editor, QCheckBox):
+        return editor.isChecked()
+    if isinstance(editor, QComboBox):
+        return editor.currentData()
+    return editor.text()

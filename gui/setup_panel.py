@@ -9,6 +9,8 @@ from batchlab.core.datasets import array_shapes, data_counts
 from batchlab.core.model_file import cached_model_info, mismatch
 from batchlab.core.paths import default_run_file, is_default_run_file, run_file_problem, user_path
 from batchlab.core.presets import PRESETS, WORKLOADS
+from batchlab.core.settings.data import DataSettings
+from batchlab.core.settings.execution import ENGINES, SYNC_CHOICES
 from batchlab.core.spec import (
     CSV_SUFFIXES,
     FIELD_PARSERS,
@@ -26,6 +28,7 @@ from batchlab.core.spec_diff import show_value
 from batchlab.gui.convergence_fields import SHOWN_UNDER, ConvergenceFields
 from batchlab.gui.execution_fields import ExecutionFields
 from batchlab.gui.field_rows import add_field_row, error_line
+from batchlab.gui.settings_fields import GroupFields
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -47,9 +50,6 @@ NOT_PRESET_SETTINGS = ("preset", "device", "loop", "sync", "model_file")  # not 
 DATA_SOURCES = [("bundled", "bundled MNIST subset"), ("bundled-large", "bundled MNIST, 30,000 images")]
 DATA_SOURCES += [(f"keras:{n}", f"Keras {n}") for n in KERAS_DATASETS]
 POW2_CHOICES = [str(1 << k) for k in range(0, 15)]
-# (spec value, text) for the engine and sync combos; the values are core.spec's LOOPS and SYNC_MODES
-ENGINES = [("loop", "BatchLab's loop (every step timed)"), ("fit", "model.fit (epochs timed as fit sees them)")]
-SYNC_CHOICES = [("every_step", "every step"), ("sampled", "sampled steps (loop only)")]
 # The light theme's rules; the window replaces them with its theme's (gui/theme.py stylesheet()).
 INVALID_STYLE = (
     'QLineEdit[invalid="true"], QComboBox[invalid="true"] { border: 1px solid #B00020; }\n'
@@ -63,7 +63,7 @@ def output_error(path: str) -> str | None:
     return problem.message if problem else None
 
 
-class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
+class SetupPanel(ConvergenceFields, ExecutionFields, GroupFields, QScrollArea):
     """All setup fields; `validity_changed(bool)` after every edit, `errors` holds the current messages."""
 
     validity_changed = Signal(bool)
@@ -78,6 +78,8 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self._labels: dict[str, str] = {}  # field -> its label in the form
         self._rows: dict[str, tuple[QFormLayout, QWidget]] = {}  # field -> its form and row (to hide it)
         self._filling = False
+        self._generic: list[str] = []  # fields drawn from their description alone (core.settings.FormField)
+        self._field_help: dict[str, str] = {}  # their tooltips while they apply
         self._previous_data_index = 0
         body = QWidget()
         body.setStyleSheet(INVALID_STYLE)
@@ -89,6 +91,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self._build_convergence(layout)
         self._build_execution(layout)
         self._build_output(layout)
+        self._build_other_settings(layout)  # after every section: only fields none of them built
         # What the fields change from the preset, under the last field: lines that come and go while typing
         # pushed every field below the description (and the pointer's target) up and down when shown at the top.
         self.preset_changes = QLabel()
@@ -177,24 +180,18 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self._row(form, "data", "Dataset", self.data)
         self.data.activated.connect(self._data_activated)
         self.data_info = self._info_label(form, "data_info")
-        self.samples = QLineEdit()
-        self._row(form, "samples", "Samples", self.samples)
-        self.val_samples = QLineEdit()
-        self._row(form, "val_samples", "Validation samples", self.val_samples)
+        self._described_row(form, "samples")
+        self._described_row(form, "val_samples")
         # CSV data only (shown when a .csv file is chosen): the target column(s) and the validation rows
-        self.target_column = QLineEdit()
-        self.target_column.setPlaceholderText("the column to predict, e.g. price (several: x,y)")
-        self._row(form, "target_column", "Target column", self.target_column)
+        self._described_row(form, "target_column")
         self.val_fraction = QLineEdit()
         self.val_fraction.setPlaceholderText(
-            f"{SweepSpec.val_fraction:g}: the last rows that validate (0 = none, up to 0.9)"
+            f"{DataSettings.val_fraction:g}: the last rows that validate (0 = none, up to 0.9)"
         )
         self._row(form, "val_fraction", "Validation fraction", self.val_fraction)
         for editor in (self.target_column, self.val_fraction):
             editor.textChanged.connect(self._csv_changed)
-        self.scale = QLineEdit()
-        self.scale.setPlaceholderText("none: inputs as stored (e.g. 255 for uint8 pixels)")
-        self._row(form, "scale", "Scale inputs by", self.scale)
+        self._described_row(form, "scale")
 
     def _info_label(self, form: QFormLayout, name: str) -> QLabel:
         """A grey line under a field describing what it names (a model's shapes, a data file's arrays)."""
@@ -225,7 +222,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             try:
                 if csv and (column is None or "target_column" in errors or "val_fraction" in errors):
                     raise SpecError("target_column", "")  # said under the CSV fields by spec_errors
-                fraction = float((values.get("val_fraction") or "").strip() or SweepSpec.val_fraction)
+                fraction = float((values.get("val_fraction") or "").strip() or DataSettings.val_fraction)
                 shapes = array_shapes(data, column, fraction)
                 data_text = "; ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
             except SpecError as e:
@@ -252,7 +249,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         which means all its rows, while a CSV file's target column is not named yet)."""
         csv = path.lower().endswith(CSV_SUFFIXES)
         try:
-            fraction = float(self.val_fraction.text().strip() or SweepSpec.val_fraction) if csv else 0.0
+            fraction = float(self.val_fraction.text().strip() or DataSettings.val_fraction) if csv else 0.0
             counts = data_counts(path, self.target_column.text().strip() or None if csv else None, fraction)
         except (SpecError, ValueError):
             if csv:
@@ -292,15 +289,11 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
         self.optimizer = QComboBox()
         self.optimizer.addItems(list(OPTIMIZERS))
         self._row(form, "optimizer", "Optimizer", self.optimizer)
-        self.lr = QLineEdit()
-        self.lr.setPlaceholderText("optimizer default")
-        self._row(form, "lr", "Learning rate", self.lr)
-        self.momentum = QLineEdit()
+        self._described_row(form, "lr")
         self.nesterov = QCheckBox("Nesterov")
-        self._row(form, "momentum", "Momentum", self.momentum, self.nesterov)
+        self._described_row(form, "momentum", self.nesterov)
         self._build_optimizer_extras(form)
-        self.seeds = QLineEdit()
-        self._row(form, "seeds", "Seeds", self.seeds)
+        self._described_row(form, "seeds")
         self.shuffle = QCheckBox("shuffle batches each epoch")
         self._row(form, "shuffle", "", self.shuffle)
 
@@ -396,6 +389,7 @@ class SetupPanel(ConvergenceFields, ExecutionFields, QScrollArea):
             "scale": self.scale.text(),
             **self._convergence_values(),
             **self._execution_values(),
+            **self._generic_values(),
         }
 
     def _applies(self, field: str) -> bool:

@@ -159,7 +159,7 @@ def _probe_report(spec_dict: dict, check: bool, data=None) -> tuple[dict, Any]:
     and the data it loaded in full (None if it used the parent's sample or failed)."""
     loaded = None
     try:
-        spec = SweepSpec.from_dict(spec_dict)
+        spec = SweepSpec.restore(spec_dict)  # the parent checked it; no file is read again here
         _set_device_environment(spec.device)
         tf, *_ = _setup_tensorflow(spec.device, spec.tf_threads)
         environment = describe_environment(tf)

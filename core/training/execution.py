@@ -30,7 +30,7 @@ STEP_TIMING_PER_CALL = "per call"
 def set_precision(spec: Any) -> None:
     """Set Keras's global dtype policy for the model about to be built; raise SpecError for mixed precision
     when TensorFlow sees no GPU (also in the preflight probe, so the sweep is refused before it starts)."""
-    if getattr(spec, "mixed_precision", False):
+    if spec.mixed_precision:
         import tensorflow as tf
 
         if not tf.config.list_logical_devices("GPU"):
@@ -51,7 +51,7 @@ def apply_xla(model: Any, spec: Any, steps: int, batch_size: int) -> str:
     import tensorflow as tf
 
     on_gpu = bool(tf.config.list_logical_devices("GPU"))
-    choice = choose_xla(getattr(spec, "xla", False), steps, batch_size, on_gpu)
+    choice = choose_xla(spec.xla, steps, batch_size, on_gpu)
     if choice.compile is not None:
         model.jit_compile = choice.compile
     cache = xla_cache_in_use()
@@ -60,7 +60,7 @@ def apply_xla(model: Any, spec: Any, steps: int, batch_size: int) -> str:
 
 def execution_fields(run: RunSpec, model: Any, xla_choice: str = "") -> dict[str, Any]:
     """run_started fields: steps per call, how step times were taken, XLA (and why) and the dtype policy used."""
-    k = int(getattr(run.sweep, "fused", 1) or 1)
+    k = int(run.sweep.fused or 1)
     policy = getattr(model, "dtype_policy", None)
     return {
         "steps_per_call": k,

@@ -204,7 +204,7 @@ class FitEngine:
     def __init__(self, setup: Any, hooks: HookList, should_stop: Callable[[], bool]):
         self.setup = setup
         self.timing = FitTiming()
-        hooks.hooks.insert(0, self.timing)  # first, so its run figures take precedence over step-based ones
+        hooks.add(self.timing, "timing")  # first: its run figures take precedence over step-based ones
         self.hooks = hooks
         self.should_stop = should_stop
         self.t_run0 = math.nan

@@ -144,7 +144,7 @@ class FusedLoop(InstrumentedLoop):
         self.orders = sample_order(setup.samples, run.sweep.shuffle, run.seed).batch(setup.samples)
         self.trace = TraceWatch(self.fused)
         self.timing = FitTiming()  # tracing cost and throughput from whole calls
-        hooks.hooks.insert(0, self.timing)  # first, so its run figures take precedence over step-based ones
+        hooks.add(self.timing, "timing")  # first: its run figures take precedence over step-based ones
 
     def warm_up(self) -> None:
         """Trace (and with XLA compile) the fused call now, with real calls on the run's data: one step of the

@@ -61,6 +61,25 @@ TIME_ACCOUNT_FIELDS = (
 Emit = Callable[[dict[str, Any]], None]
 Logs = dict[str, Any]
 
+# Where each hook of a run goes (lower first; HookList.add): a hook says where it belongs by name and
+# number, never by a list position. The settings groups' hooks (core/settings/) carry their own number.
+PRIORITY = {
+    "timing": 0,  # the fused and fit engines' timing: its run figures take precedence over step-based ones
+    "learning_rate": 10,  # before StepLog, which copies the rows it adds the rate to
+    "batch_schedule": 20,
+    "step_log": 30,  # a diverging step is recorded before NanCheck ends the run
+    "gc_watch": 40,
+    "epoch_summary": 50,
+    "tracing": 60,
+    "memory": 70,
+    "run_summary": 80,
+    "nan_check": 90,
+    "noise_scale": 100,
+    "evaluations": 110,
+    "run_events": 1000,  # last: it sends what the others put in the logs
+}
+DEFAULT_PRIORITY = 500  # a hook added without a number: after the measurements, before RunEvents
+
 
 class Hook:
     """Base class: every method does nothing. Override the ones a measurement needs."""
@@ -97,12 +116,28 @@ class HookList(Hook):
     the run's span from on_run_begin to on_run_end. on_run_end puts them in `logs` (RUN_ENDED_FIELDS).
     """
 
-    def __init__(self, hooks: Iterable[Hook]):
+    def __init__(self, hooks: Iterable[Hook] = ()):
         self.hooks = list(hooks)
         self.run_begin_s = 0.0
         self.step_s = 0.0
         self.epoch_s = 0.0
         self.t_begin = math.nan  # perf_counter() when on_run_begin was called
+
+    def add(self, hook: Hook, name: str, priority: int | None = None) -> Hook:
+        """Put `hook` (called `name`) after every hook of the same or a lower priority (PRIORITY[name] unless
+        given), before the higher ones; returns it."""
+        hook.hook_name = name
+        hook.priority = PRIORITY.get(name, DEFAULT_PRIORITY) if priority is None else priority
+        at = next(
+            (i for i, h in enumerate(self.hooks) if getattr(h, "priority", DEFAULT_PRIORITY) > hook.priority),
+            len(self.hooks),
+        )
+        self.hooks.insert(at, hook)
+        return hook
+
+    def names(self) -> list[str]:
+        """The hooks' names in calling order (a hook added without one: its class name)."""
+        return [getattr(h, "hook_name", type(h).__name__) for h in self.hooks]
 
     def on_run_begin(self, logs: Logs) -> None:
         self.t_begin = t0 = time.perf_counter()

@@ -150,7 +150,12 @@ class NoiseScaleProbe(Hook):
 def make_noise_probe(setup, emit: Emit) -> NoiseScaleProbe | None:
     """The probe the spec asks for (`noise_scale_every`), or None when the run does not measure."""
     spec = setup.run.sweep
-    every = getattr(spec, "noise_scale_every", None)
+    every = spec.noise_scale_every
     if not every:
         return None
     return NoiseScaleProbe(setup.model, int(spec.noise_scale_parts), int(every), setup.run.index, emit)
+
+
+def noise_scale_hook_for(setup, emit: Emit, built: dict) -> NoiseScaleProbe | None:
+    """The measurement group's hook (core/settings/measurement.py)."""
+    return make_noise_probe(setup, emit)

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import keras
 import numpy as np
 import tensorflow as tf
 from batchlab.core import batch_rules
@@ -43,7 +42,6 @@ from batchlab.core.training.gc_watch import GcWatch
 from batchlab.core.training.hooks import (
     EpochSummary,
     HookList,
-    LearningRateLog,
     NanCheck,
     RunEvents,
     RunSummary,
@@ -52,8 +50,9 @@ from batchlab.core.training.hooks import (
     TracingCounter,
 )
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
-from batchlab.core.training.noise_scale import NoiseScaleProbe, make_noise_probe
+from batchlab.core.training.noise_scale import NoiseScaleProbe
 from batchlab.core.training.schedules import RunSchedule, build_schedule
+from batchlab.core.training.settings_hooks import add_settings_hooks
 from batchlab.core.training.startup import StartupClock
 from batchlab.core.training.workloads import accumulation_fields, build_model
 
@@ -251,18 +250,6 @@ def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
         batch_plan,
         xla_choice,
     )
-
-
-def learning_rate_hook(setup: RunSetup) -> LearningRateLog:
-    """The hook that records each step's rate: from the plan, or the optimizer's one fixed rate."""
-    schedule = setup.schedule
-    if schedule is not None:
-        return LearningRateLog(schedule.plan, set_scale=schedule.set_scale)
-    optimizer = setup.model.optimizer
-    rate = getattr(optimizer, "_learning_rate", None)
-    if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
-        return LearningRateLog()  # the model file's own schedule: not known without reading the device
-    return LearningRateLog(constant=float(optimizer.learning_rate))  # read once, before training
 
 
 class InstrumentedLoop:
@@ -516,22 +503,22 @@ class InstrumentedLoop:
 
 
 def standard_hooks(run_index: int, emit: Emit, tf_device: str | None, nvml_index: int | None) -> HookList:
-    """The measurements every engine makes, in the order they must run (RunEvents last: it sends)."""
+    """The measurements every engine makes, each placed by its priority (hooks.PRIORITY; RunEvents last: it sends)."""
     memory = MemoryProbe(tf_device, nvml_index)
-    return HookList(
-        [
-            # first: a diverging step is recorded before NanCheck ends the run; each batch of steps
-            # carries the epoch's memory peaks so far, so the live memory plot moves within an epoch
-            StepLog(run_index, emit, memory=memory.read),
-            GcWatch(),
-            EpochSummary(),
-            TracingCounter(),
-            memory,
-            RunSummary(),
-            NanCheck(),
-            RunEvents(run_index, emit),
-        ]
-    )
+    hooks = HookList()
+    # each batch of steps carries the epoch's memory peaks so far, so the live memory plot moves within an epoch
+    hooks.add(StepLog(run_index, emit, memory=memory.read), "step_log")
+    for hook, name in (
+        (GcWatch(), "gc_watch"),
+        (EpochSummary(), "epoch_summary"),
+        (TracingCounter(), "tracing"),
+        (memory, "memory"),
+        (RunSummary(), "run_summary"),
+        (NanCheck(), "nan_check"),
+        (RunEvents(run_index, emit), "run_events"),
+    ):
+        hooks.add(hook, name)
+    return hooks
 
 
 def make_engine(
@@ -546,11 +533,11 @@ def make_engine(
 
     The spec refuses targets, eval_every, steps/examples budgets and noise_scale_every with the fit engine."""
     spec = setup.run.sweep
-    if getattr(spec, "loop", "loop") == "fit":
+    if spec.loop == "fit":
         from batchlab.core.training.fit_engine import FitEngine
 
         return FitEngine(setup, hooks, should_stop)
-    if getattr(spec, "fused", 1) > 1:  # K steps per call (fused.py); the spec allows it with this loop only
+    if spec.fused > 1:  # K steps per call (fused.py); the spec allows it with this loop only
         from batchlab.core.training.fused import FusedLoop
 
         return FusedLoop(setup, hooks, should_stop, spec.fused, evaluations=evaluations)
@@ -558,24 +545,11 @@ def make_engine(
         setup,
         hooks,
         should_stop,
-        sync=getattr(spec, "sync", SYNC_EVERY_STEP),
+        sync=spec.sync,
         evaluations=evaluations,
         noise=noise,
         batches=batches,
     )
-
-
-def make_evaluations(setup: RunSetup, hooks: HookList, emit: Emit) -> Evaluations | None:
-    """The evaluation-points hook when the spec asks for evaluations, placed before RunEvents (which sends
-    run_ended last); None otherwise."""
-    spec = setup.run.sweep
-    if not spec.evaluates:
-        return None
-    evaluations = Evaluations(
-        setup.run.index, emit, setup.samples, spec.target_spec, spec.eval_every, spec.keep_training
-    )
-    hooks.hooks.insert(len(hooks.hooks) - 1, evaluations)
-    return evaluations
 
 
 @dataclass
@@ -599,17 +573,16 @@ def build_run(
     clock = clock if clock is not None else StartupClock()
     with clock.phase("model"):
         setup = prepare_run(run, emit, data)
-    rates = learning_rate_hook(setup)
-    hooks.hooks.insert(0, rates)  # before StepLog, which copies the rows
-    batches = None
-    if setup.batch_plan is not None:
-        batches = BatchSchedule(setup.batch_plan, run.index, emit, rates)
-        hooks.hooks.insert(1, batches)
-    noise = make_noise_probe(setup, emit)
-    if noise is not None:
-        hooks.hooks.insert(len(hooks.hooks) - 1, noise)  # before RunEvents: its rows go before run_ended
+    built = add_settings_hooks(setup, emit, hooks)
     with clock.phase("pipeline"):
-        engine = make_engine(setup, hooks, should_stop, make_evaluations(setup, hooks, emit), noise, batches)
+        engine = make_engine(
+            setup,
+            hooks,
+            should_stop,
+            built.get("evaluations"),
+            built.get("noise_scale"),
+            built.get("batch_schedule"),
+        )
     return BuiltRun(hooks, setup, engine)
 
 

@@ -171,7 +171,7 @@ def built_model_note(workload: str, input_shape: tuple[int, ...], classes: int) 
 
 def accumulation_fields(run: RunSpec) -> dict[str, int]:
     """run_started fields: micro-batches per optimizer update and the batch one update sees (samples)."""
-    k = int(getattr(run.sweep, "accumulate", 1))
+    k = int(run.sweep.accumulate)
     return {"accumulation_steps": k, "effective_batch_size": run.batch_size * k}
 
 

@@ -51,7 +51,7 @@ def zygote_main(spec_dict: dict, control: Connection, log_path: str | None, nice
     _enter_child(niceness, log_path)
     children: set[int] = set()
     try:
-        spec = SweepSpec.from_dict(spec_dict)
+        spec = SweepSpec.restore(spec_dict)  # the parent checked it; no file is read again here
         _set_device_environment(spec.device)
         t0 = time.perf_counter()
         import keras  # noqa: F401 - imported here once, for every forked child

@@ -33,3 +33,12 @@ def test_lists_and_blank_values_read_as_a_person_would():
 
 def test_budget_flattens_to_epochs():
     assert flat_settings({"budget": {"unit": "epochs", "amount": 3}, "out": "x.h5"}) == {"epochs": 3}
+
+
+def test_a_setting_a_file_from_before_it_lacks_counts_as_its_default():
+    new = build_spec({}).to_dict()
+    old = {k: v for k, v in new.items() if k != "abort_losers"}
+    assert spec_differences({"old": old, "new": new}) == {}
+    assert spec_differences({"old": old, "new": {**new, "abort_losers": True}}) == {
+        "abort_losers": {"old": False, "new": True}
+    }
