@@ -560,7 +560,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_lr_find(args: argparse.Namespace) -> int:
     from batchlab.core.lr_range import parse_range_settings
-    from batchlab.core.sweep.lr_find import LrFindRunner, run_lr_find
+    from batchlab.core.sweep.lr_find_runner import LrFindRunner, run_lr_find
 
     values: dict[str, Any] = {
         f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS if f in LR_FIND_FIELDS
