@@ -193,6 +193,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="with --fused on a Linux CPU: the next run's process builds its model and traces (and compiles) its "
         "fused call while the current run trains, then waits for its turn (recorded as prepared_ahead_s)",
     )
+    sweep.add_argument(
+        "--abort-losers",
+        action="store_true",
+        default=None,
+        help="with --target: stop a run once it can no longer reach the target sooner than the best time to target "
+        "so far (its training time passed it; recorded as aborted); small batches run first",
+    )
     sweep.add_argument("--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/PRESET-TIME.h5)")
     sweep.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar, only the final table")
@@ -522,6 +529,7 @@ def sweep_values(args: argparse.Namespace) -> dict[str, Any]:
     values["xla"] = args.xla
     values["mixed_precision"] = args.mixed_precision
     values["prepare_ahead"] = getattr(args, "prepare_ahead", None)
+    values["abort_losers"] = getattr(args, "abort_losers", None)
     return values
 
 

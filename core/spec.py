@@ -154,6 +154,8 @@ class SweepSpec:
     tf_threads: int = _DEFAULTS["tf_threads"]
     # Fused runs on a Linux CPU: the next run's child builds, traces and compiles while this run trains.
     prepare_ahead: bool = _DEFAULTS["prepare_ahead"]
+    # With a target: stop a run once it can no longer reach it sooner than the best time to target so far.
+    abort_losers: bool = _DEFAULTS["abort_losers"]
 
     @property
     def epochs(self) -> int:
@@ -354,6 +356,10 @@ def parse_tf_threads(value: Any) -> int:
 
 def parse_prepare_ahead(value: Any) -> bool:
     return _bool("prepare_ahead", False if _blank(value) else value)
+
+
+def parse_abort_losers(value: Any) -> bool:
+    return _bool("abort_losers", False if _blank(value) else value)
 
 
 def parse_mixed_precision(value: Any) -> bool:
@@ -777,6 +783,7 @@ FIELD_PARSERS: dict[str, Callable[[Any], Any]] = {
     "lr_pick": parse_lr_pick,
     "tf_threads": parse_tf_threads,
     "prepare_ahead": parse_prepare_ahead,
+    "abort_losers": parse_abort_losers,
 }
 
 
@@ -1278,6 +1285,10 @@ def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
     if p.get("keep_training") and p.get("target") is None and "target" not in errors:
         errors["keep_training"] = SpecError(
             "keep_training", "only applies with a target (train on after meeting it); give a target or leave it off"
+        )
+    if p.get("abort_losers") and p.get("target") is None and "target" not in errors:
+        errors["abort_losers"] = SpecError(
+            "abort_losers", "only applies with a target (it stops runs that cannot reach it first); give a target"
         )
     if p.get("loop") == "fit" and "loop" not in errors:
         asks = [
