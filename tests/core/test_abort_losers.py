@@ -59,3 +59,25 @@ def test_early_abort_without_a_target_is_one_line_naming_the_setting(capsys):
     assert cli.main(["sweep", "--preset", "mnist-mlp", "--abort-losers", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "abort_losers" in err[0] and "target" in err[0]
+
+
+def test_a_real_sweep_with_early_abort_names_the_same_fastest_batch_as_without(tmp_path):
+    """Batch 8 meets 80% validation accuracy within its 3 epochs; batch 256 (4 steps an epoch, 12 in all) does not,
+    so it cannot be the fastest either way: with early abort it runs second and is stopped (or ends, not
+    reached) once its training time passes batch 8's time to target."""
+    from batchlab.core.sweep.runner import run_sweep
+
+    values = {"preset": "mnist-mlp", "samples": 1024, "val_samples": 256, "device": "cpu", "batch_sizes": "256,8"}
+    values |= {"target": "val_accuracy=0.8", "eval_every": 8, "budget_unit": "epochs", "epochs": 3}
+    fastest, statuses = {}, {}
+    for abort in (False, True):
+        spec = build_spec({**values, "abort_losers": abort})
+        path = tmp_path / f"abort-{abort}.h5"
+        assert run_sweep(spec, path) == "complete"
+        rows = summary_rows(SweepData.from_file(path))
+        met = [r for r in rows if r["target_reached"] == 1]
+        fastest[abort] = min(met, key=lambda r: r["time_to_target"])["batch_size"]
+        statuses[abort] = {r["batch_size"]: r["status"] for r in rows}
+    assert fastest == {False: 8, True: 8}
+    assert statuses[False] == {8: "ok", 256: "ok"} and statuses[True][8] == "ok"
+    assert statuses[True][256] in ("ok", "aborted")  # aborted unless its 12 steps took less than 8's time
