@@ -307,7 +307,7 @@ class SweepRunner:
             if flight.handle.run.index == index and not flight.abort:
                 flight.abort = why
                 flight.handle.stop()
-                sink(log_event("info", f"run {index} stopped early, it {why}", run=index))
+                sink(log_event("info", f"run {index} stopped early: it {why}", run=index))
 
     def _land(self, flight: _Flight, sink: Sink) -> None:
         """A run is over: the launcher lets it go (or keeps it); a run that ended without run_ended gets one."""
