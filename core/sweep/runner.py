@@ -227,6 +227,10 @@ class SweepRunner:
             status, message = "failed", f"{type(e).__name__}: {e}"
             raise
         finally:
+            for flight in list(self._flights):  # left in flight only by a failure (a sink that raised)
+                flight.handle.kill()
+                self._flights.remove(flight)
+                self.launcher.finished(flight.handle, None, True)
             self.launcher.close()
             sink(make_event(SWEEP_ENDED, status=status, message=message, ended=now_iso()))
         return status

@@ -2,6 +2,7 @@
 
 import io
 
+import pytest
 from batchlab.core import cli
 from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import read_run_file
@@ -69,3 +70,21 @@ def test_two_runs_in_flight_give_the_same_file_progress_and_report_as_one_at_a_t
     for printer in (printer1, printer2):
         assert printer.progress.fraction == 1.0 and printer.progress.done_runs == 8 and not printer.progress.in_flight
     assert _report(paired, capsys) == _report(serial, capsys)
+
+
+def test_a_sink_that_fails_mid_run_leaves_a_failed_file_and_nothing_in_flight(tmp_path):
+    spec = build_spec(SPEC)
+    launcher = FakeLauncher(slots=2)
+    seen = []
+
+    def sink(event):
+        seen.append(event["type"])
+        if seen.count("steps") == 3:
+            raise RuntimeError("a view broke")
+
+    runner = SweepRunner(spec, launcher=launcher)
+    with pytest.raises(RuntimeError):
+        run_sweep(spec, tmp_path / "x.h5", sink=sink, runner=runner)
+    assert not launcher.flying  # the launcher was told that each run in flight is over
+    record = read_run_file(tmp_path / "x.h5")
+    assert record.status == "failed" and "a view broke" in record.message
