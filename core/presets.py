@@ -32,6 +32,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "mixed_precision": False,  # mixed_float16 with loss scaling (GPU only)
     "tf_threads": 0,  # the training child's TensorFlow threads; 0: TensorFlow's default
     "prepare_ahead": False,  # fused runs: the next run's child prepares (builds, compiles) while this one trains
+    "abort_losers": False,  # with a target: stop runs that can no longer reach it sooner than the best so far
     "lr_from": None,  # an lr-find run file whose suggested rate per batch size replaces lr
     # learning-rate rule and schedule (docs/learning-rates.md): by default the rate is lr at every batch size
     "lr_rule": "constant",
