@@ -34,6 +34,7 @@ STALL_TARGET_MS = 100.0
 
 def soak(runs: int, every: int, tab: str) -> int:
     from PySide6.QtWidgets import QApplication
+
     from tests.gui.soak import growth_beyond_data, rss_mib, slope, soak_window
 
     app = QApplication.instance() or QApplication(["batchlab-bench"])
@@ -66,6 +67,7 @@ def soak(runs: int, every: int, tab: str) -> int:
 def open_and_compare(runs: int) -> int:
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
+
     from tests.gui.soak import SOAK_BATCH_SIZES, SOAK_EPOCHS, SOAK_SAMPLES, rss_mib
     from tests.gui.synthetic import write_run_file
 

@@ -710,7 +710,7 @@ class LivePlots(QWidget):
         curve.setZValue(10 if highlighted else 0)
 
     def curve_count(self, plot_id: str) -> int:
-        """How many run curves with data this plot draws, own or in their group (for tests and the screenshot script)."""
+        """How many run curves with data this plot draws, own or in their group (tests, the screenshot script)."""
         own = sum(
             1
             for (_s, _i, series), c in self._curves.items()
