@@ -18,7 +18,7 @@ import pyqtgraph as pg
 
 # The most recent runs of a sweep that keep their own curves once ended (tests, selection and the
 # current batch size's neighbours look at them one by one); older ones are drawn by their group.
-KEEP_OWN = 24
+KEEP_OWN = 12
 FINISHED_BINS = 256  # a finished run's step curve in its group: the lowest and highest loss of each bin
 FINISHED_POINTS = 2 * FINISHED_BINS
 

@@ -454,6 +454,9 @@ class LivePlots(QWidget):
             curve = self._curve(source, run, series, plot_id, symbol, style)
             curve.setData(x, y, connect="finite")
             self.set_points[plot_id] = self.set_points.get(plot_id, 0) + len(x)
+        if self._in_group(source, run):  # a curve made ahead of data that never came (a memory reading)
+            for key in [k for k in self._curves if k[:2] == (source, run.index) and SERIES[k[2]][0] == only_plot]:
+                self._drop_curve(key)
         if only_plot in (*PROVISIONAL, "memory"):
             dimmed = bool(self.selection) and (source, run.index) not in self.selection
             shown = self.running.draw(source, run, only_plot, self._running_epoch(source, run), dimmed) or shown

@@ -44,6 +44,7 @@ class Sample:
     rss_mib: float  # the process's RSS after a full garbage collection
     data_mib: float  # the runs' own columns
     longest_ms: float  # the longest GUI-thread step (events handed over, a tick, Qt's paints) since the last sample
+    items: int  # graphics items in the live plots
 
 
 class _Clock:
@@ -123,7 +124,8 @@ def soak_window(app, runs: int, every: int = 10, tab: str = "live", on_sample=No
             step([])
         if ended % every == 0:
             gc.collect()
-            sample = Sample(ended, rss_mib(), runs_data_mib(window.data), 1000 * longest)
+            items = sum(len(w.getPlotItem().items) for w in window.live.plots.values())
+            sample = Sample(ended, rss_mib(), runs_data_mib(window.data), 1000 * longest, items)
             samples.append(sample)
             if on_sample is not None:
                 on_sample(sample)

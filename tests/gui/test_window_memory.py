@@ -1,0 +1,31 @@
+"""The window over a long sweep keeps its memory flat: 40 tiny synthetic runs through the real window (issue 30).
+
+bench/bench_window_soak.py is the long version (hundreds of runs, with the GUI thread's stalls). Measured on
+this machine (docs/benchmarks.md, 2026-12-03): before runs that ended long ago were drawn by their batch
+size's group curve, 40 runs grew the window by ~0.4 MiB a run beyond the runs' own columns; after, ~0.02.
+"""
+
+from __future__ import annotations
+
+from tests.gui.soak import growth_beyond_data, soak_window
+
+# The issue's bound is 0.1 MiB a run beyond the runs' columns; RSS is noisy over 40 runs (allocator arenas),
+# so the test fails only well above it, and far below what the window did before (~0.4).
+BOUND_MIB_PER_RUN = 0.15
+
+
+def test_forty_runs_grow_the_window_by_little_more_than_their_data(qapp):
+    window, samples = soak_window(qapp, 40, every=5)
+    try:
+        growth = growth_beyond_data(samples)
+        assert growth <= BOUND_MIB_PER_RUN, [(s.runs, round(s.rss_mib, 1)) for s in samples]
+        # the plots' items grow with the batch sizes, not the runs: one curve per batch size and series holds the
+        # runs that ended long ago (runs 20 to 40 bring 3 new batch sizes; one item per run and series was ~130)
+        by_runs = {s.runs: s.items for s in samples}
+        assert by_runs[40] - by_runs[20] <= 20, by_runs
+        live = window.live
+        assert live.curve_count("loss_step") == 40  # every run is still drawn
+        legend = [label.text for _sample, label in live.plots["loss_step"].getPlotItem().legend.items]
+        assert legend == [f"batch {b}" for b in (8, 16, 32, 64, 128, 256)]  # one entry per batch size, not per run
+    finally:
+        window.close()
