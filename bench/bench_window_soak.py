@@ -32,7 +32,7 @@ BOUND_MIB_PER_RUN = 0.1
 STALL_TARGET_MS = 100.0
 
 
-def soak(runs: int, every: int, tab: str) -> int:
+def soak(runs: int, every: int, tab: str, screenshot: str | None = None, size: str = "1440x900") -> int:
     from PySide6.QtWidgets import QApplication
 
     from tests.gui.soak import growth_beyond_data, rss_mib, slope, soak_window
@@ -60,8 +60,27 @@ def soak(runs: int, every: int, tab: str) -> int:
     print(f"longest GUI-thread step: {max(s.longest_ms for s in samples):.0f} ms")
     items = {name: len(w.getPlotItem().items) for name, w in window.live.plots.items()}
     print(f"live plot items at the end: {items}")
+    if screenshot:
+        take_screenshots(app, window, screenshot, size)
     window.close()
     return 0 if beyond <= BOUND_MIB_PER_RUN else 1
+
+
+def take_screenshots(app, window, path: str, size: str) -> None:
+    """The window after the soak (PATH), and with one run of long ago selected in the table (PATH-selected.png)."""
+    width, height = (int(v) for v in size.split("x"))
+    window.resize(width, height)
+    window.refresh(full=True)
+    for _ in range(10):
+        app.processEvents()
+    window.grab().save(path)
+    window.table.selectRow(7)
+    window.refresh(full=True)
+    for _ in range(10):
+        app.processEvents()
+    selected = str(Path(path).with_suffix("")) + "-selected.png"
+    window.grab().save(selected)
+    print(f"screenshots: {path}, {selected}")
 
 
 def open_and_compare(runs: int) -> int:
@@ -138,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=240, help="runs in the soak")
     parser.add_argument("--every", type=int, default=20, help="a row every this many runs")
     parser.add_argument("--tab", default="live", choices=("live", "summary_splitter", "analysis"), help="tab shown")
+    parser.add_argument("--screenshot", metavar="PNG", help="save the window after the soak (and with a run selected)")
+    parser.add_argument("--size", default="1440x900", help="the window's size for --screenshot")
     parser.add_argument("--open", type=int, default=0, metavar="N", help="open and compare an N-run file instead")
     args = parser.parse_args(argv)
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
@@ -145,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     if args.open:
         return open_and_compare(args.open)
-    return soak(args.runs, args.every, args.tab)
+    return soak(args.runs, args.every, args.tab, args.screenshot, args.size)
 
 
 if __name__ == "__main__":

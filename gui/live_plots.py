@@ -9,7 +9,6 @@ long the run. Only the visible tab is drawn; a hidden one catches up when it is 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -32,11 +31,11 @@ from batchlab.gui.live_series import (
     SERIES,
     STYLE_LEGEND,
     RunKey,
-    examples_done,
     examples_seen,
 )
 from batchlab.gui.live_status import SweepPosition
 from batchlab.gui.memory_plot import MEMORY_SERIES, RSS_BASE
+from batchlab.gui.planned_range import planned_epochs, planned_x
 from batchlab.gui.plot_style import (
     PLOT_COLOURS,
     SOURCE_LABELS,
@@ -55,9 +54,6 @@ from batchlab.gui.sticky_view import StickyViewBox
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
-
-# The time axis's planned end is a forecast: this much past it, for validation pauses and slower steps ahead.
-TIME_SLACK = 1.15
 
 
 class LivePlots(QWidget):
@@ -316,11 +312,11 @@ class LivePlots(QWidget):
             changed = changed or bool(points)
         view.sticky = sticky
         if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
-            view.x_upper = self._planned_epochs()  # no empty epoch tick past the last one planned
+            view.x_upper = planned_epochs(self.sources)  # no empty epoch tick past the last one planned
         elif plot_id in ("loss_step", "loss_time"):
             # The x range goes straight to the planned end of the runs shown and stays there while they train:
             # growing with headroom, it changed (both axes' text and the grid redrawn) ~10 times a run.
-            view.x_upper = self._planned_x(self.loss_x if plot_id == "loss_step" else "wall_time")
+            view.x_upper = planned_x(self.sources, self._rows, self.loss_x if plot_id == "loss_step" else "wall_time")
         if changed:
             sync_legend(item)
         if changed or refit:
@@ -355,51 +351,6 @@ class LivePlots(QWidget):
             self._expected_memory = expected
             changed = self._label_memory() or changed
         return changed
-
-    def _planned_x(self, x_axis: str) -> float | None:
-        """The largest x the shown runs plan on a loss plot: steps, examples seen (constant batch only), or on a
-        time axis the time a running run will end at its pace so far (TIME_SLACK over); None while no shown
-        run's plan is known."""
-        ends = []
-        for source, data in self.sources.items():
-            for run in data.runs.values():
-                steps = run.planned_steps()
-                if x_axis == "wall_time":
-                    end = self._time_end(source, run, steps)
-                    if end is not None:
-                        ends.append(end)
-                    continue
-                if x_axis == "step" and steps:
-                    ends.append(float(steps))
-                elif x_axis == "examples" and steps and run.attrs.get("batch_schedule") in (None, "constant"):
-                    samples, per_epoch = run.attrs.get("samples"), run.steps_per_epoch
-                    if samples and per_epoch:  # whole epochs of `samples`, and a part of the last one
-                        epochs, within = divmod(steps, per_epoch)
-                        ends.append(float(examples_done(epochs, within, run.batch_size, int(samples))))
-        return max(ends) if ends else None
-
-    def _time_end(self, source: str, run: RunData, planned: int | None) -> float | None:
-        """When (run-relative seconds) a run's last step will be: its last step's time if it has ended, else
-        its steps so far extrapolated to the planned steps (from the second step on: the first one traces)."""
-        n = self._rows(source, run, "steps")
-        if not n:
-            return None
-        times = run.steps["wall_time"]
-        last = float(times[n - 1])
-        if run.status != "running":
-            return last if math.isfinite(last) else None
-        if not planned or n < 3 or planned <= n:
-            return None
-        pace = (last - float(times[0])) / (n - 1)
-        end = last + (planned - n) * pace * TIME_SLACK
-        return end if math.isfinite(end) and end > last else None
-
-    def _planned_epochs(self) -> float | None:
-        """The most epochs the shown runs plan (x of the per-epoch plots), over those whose plan is known (a run
-        yet to start tells it at its start; one that plans more widens the range then); None if none is."""
-        planned = [run.epochs_planned for data in self.sources.values() for run in data.runs.values()]
-        known = [p for p in planned if p]
-        return float(max(known)) if known else None
 
     def _draw_run(self, source: str, run: RunData, only_plot: str) -> bool:
         """Set this run's curves in one plot; True if that shows: new data or a new legend entry.
