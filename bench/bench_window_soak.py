@@ -67,13 +67,15 @@ def soak(runs: int, every: int, tab: str, screenshot: str | None = None, size: s
 
 
 def take_screenshots(app, window, path: str, size: str) -> None:
-    """The window after the soak (PATH), and with one run of long ago selected in the table (PATH-selected.png)."""
+    """The window after the soak (PATH, at `size`), and at 1024x700 with run 7 selected in the table
+    (PATH-selected.png): a run of long ago gets its own highlighted curve over the dimmed groups."""
     width, height = (int(v) for v in size.split("x"))
     window.resize(width, height)
     window.refresh(full=True)
     for _ in range(10):
         app.processEvents()
     window.grab().save(path)
+    window.resize(1024, 700)  # the smallest window BatchLab fits
     window.table.selectRow(7)
     window.refresh(full=True)
     for _ in range(10):

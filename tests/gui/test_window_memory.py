@@ -27,5 +27,15 @@ def test_forty_runs_grow_the_window_by_little_more_than_their_data(qapp):
         assert live.curve_count("loss_step") == 40  # every run is still drawn
         legend = [label.text for _sample, label in live.plots["loss_step"].getPlotItem().legend.items]
         assert legend == [f"batch {b}" for b in (8, 16, 32, 64, 128, 256)]  # one entry per batch size, not per run
+        # a run of long ago selected in the table gets its own highlighted curve; the groups dim, as other runs do
+        window.table.select_keys({("main", 3)})
+        window.refresh(full=True)
+        own = live._curves[("main", 3, "loss_step")]
+        assert own.opts["pen"].widthF() > 1.0 and own.yData[-1] == window.data.runs[3].steps["loss"][-1]
+        groups = [c for (_s, series, _b), c in live.finished.items.items() if series == "loss_step"]
+        assert groups and all(c.opts["pen"].color().alpha() < 255 for c in groups)
+        window.table.select_keys(set())
+        window.refresh(full=True)
+        assert ("main", 3, "loss_step") not in live._curves and live.curve_count("loss_step") == 40
     finally:
         window.close()
