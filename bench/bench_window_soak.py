@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,15 +76,23 @@ def take_screenshots(app, window, path: str, size: str) -> None:
     window.refresh(full=True)
     for _ in range(10):
         app.processEvents()
-    window.grab().save(path)
+    save(window, path)
     window.resize(1024, 700)  # the smallest window BatchLab fits
     window.table.selectRow(7)
     window.refresh(full=True)
     for _ in range(10):
         app.processEvents()
     selected = str(Path(path).with_suffix("")) + "-selected.png"
-    window.grab().save(selected)
+    save(window, selected)
     print(f"screenshots: {path}, {selected}")
+
+
+def save(window, path: str) -> None:
+    """The window as a PNG of 256 colours (as scripts/screenshots.py keeps them), where ImageMagick is there."""
+    window.grab().save(path)
+    magick = shutil.which("magick") or shutil.which("convert")
+    if magick is not None:
+        subprocess.run([magick, path, "+dither", "-colors", "256", f"PNG8:{path}"], check=True)
 
 
 def open_and_compare(runs: int) -> int:
