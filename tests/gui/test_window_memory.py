@@ -7,7 +7,9 @@ size's group curve, 40 runs grew the window by ~0.4 MiB a run beyond the runs' o
 
 from __future__ import annotations
 
-from tests.gui.soak import growth_beyond_data, soak_window
+import numpy as np
+
+from tests.gui.soak import SOAK_SAMPLES, growth_beyond_data, soak_window
 
 # The issue's bound is 0.1 MiB a run beyond the runs' columns; RSS is noisy over 40 runs (allocator arenas),
 # so the test fails only well above it, and far below what the window did before (~0.4).
@@ -37,5 +39,9 @@ def test_forty_runs_grow_the_window_by_little_more_than_their_data(qapp):
         window.table.select_keys(set())
         window.refresh(full=True)
         assert ("main", 3, "loss_step") not in live._curves and live.curve_count("loss_step") == 40
+        # the runs of long ago follow a change of the loss plot's x axis: 2 epochs of 256 samples seen
+        live.set_loss_x("examples")
+        groups = [c for (_s, series, _b), c in live.finished.items.items() if series == "loss_step"]
+        assert max(float(np.nanmax(c.xData)) for c in groups) == 2 * SOAK_SAMPLES
     finally:
         window.close()
