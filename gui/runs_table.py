@@ -30,7 +30,6 @@ class TableUpdate(NamedTuple):
 
     shown: bool
     status_changed: bool
-    status_rows: tuple[int, ...] = ()  # the model rows whose status changed
 
 
 def _num(fmt: str) -> Callable[[float], str]:
@@ -102,6 +101,7 @@ class RunsModel(QAbstractTableModel):
         self._rows: list[tuple[str, RunData]] = []
         self._versions: list[int] = []
         self._statuses: list[str] = []
+        self.status_rows: tuple[int, ...] = ()  # the rows whose status the last refresh found changed
 
     def set_source(self, source: str, data: SweepData | None) -> None:
         if data is None:
@@ -141,7 +141,8 @@ class RunsModel(QAbstractTableModel):
             self._versions[i], self._statuses[i] = run.version, run.status
             shown = True
             self.dataChanged.emit(self.index(i, 0), self.index(i, len(COLUMNS) - 1))
-        return TableUpdate(shown=shown, status_changed=bool(status_rows), status_rows=tuple(status_rows))
+        self.status_rows = tuple(status_rows)
+        return TableUpdate(shown=shown, status_changed=bool(status_rows))
 
     def _label(self, source: str) -> str:
         data = self.sources.get(source)
@@ -275,7 +276,7 @@ class RunsTable(QTableView):
         """
         update = self.runs_model.refresh(values_due=values_due)
         if update.status_changed:
-            self.widen_to_rows(update.status_rows)
+            self.widen_to_rows(self.runs_model.status_rows)
         return update.shown
 
     def widen_to_rows(self, rows: tuple[int, ...]) -> None:
