@@ -650,6 +650,10 @@ class LivePlots(QWidget):
         dimmed = key is not None and bool(self.selection) and key not in self.selection
         highlighted = key in self.selection
         compare = key[0] == "compare" if compare is None else compare
+        looks = (colour.rgba(), compare, dimmed, highlighted)
+        if getattr(curve, "looks", None) == looks:
+            return  # restyling a group's symbols redraws all its points (~10 ms a group at 500 runs)
+        curve.looks = looks
         pen = run_pen(
             colour,
             compare=compare,
