@@ -130,9 +130,15 @@ class EpochBars:
                 continue
             changed = True
             brushes, pens = [], []
-            for (_run, colour), (_name, dimmed) in zip(colours, looks, strict=True):
-                brushes.append(segment_brush(seg, colour, dimmed))
-                pens.append(run_pen(colour, compare=source == "compare", dimmed=dimmed, highlighted=False))
+            made: dict[tuple[str, bool], tuple] = {}  # one brush and pen per colour and dimming, shared by its bars
+            for (_run, colour), look in zip(colours, looks, strict=True):
+                if look not in made:
+                    made[look] = (
+                        segment_brush(seg, colour, look[1]),
+                        run_pen(colour, compare=source == "compare", dimmed=look[1], highlighted=False),
+                    )
+                brushes.append(made[look][0])
+                pens.append(made[look][1])
             item.setVisible(bool(xs))
             if not xs:  # pyqtgraph cannot take empty pen lists
                 continue
