@@ -11,6 +11,10 @@ the bytes the runs' own columns hold, and the longest GUI-thread step since the 
 over + one refresh tick + the paints it caused: no stall can be shorter). Printed: a table over time and the
 per-run slopes over the second half (target: RSS minus the runs' columns grows <= 0.1 MiB per run).
 
+--real S runs a real sweep (TensorFlow children; mnist-mlp, 256 samples, 1 epoch, batch 8 to 256, seeds 0 to
+S-1) from the window and reads RSS at each run's end; --real S --headless runs the same sweep without a
+window (`run_sweep` in this process: the runner and the one writer alone), to tell the window's share.
+
 --open N writes an N-run file with the real RunFileWriter, then opens it in a fresh window, compares it
 with itself, and switches tabs; every GUI-thread call is timed, and a 10 ms heartbeat timer measures the
 longest gap the event loop saw (target: < 100 ms). Timings vary with the machine's load; memory does not.
@@ -95,6 +99,68 @@ def save(window, path: str) -> None:
         subprocess.run([magick, path, "+dither", "-colors", "256", f"PNG8:{path}"], check=True)
 
 
+REAL_SPEC = {"preset": "mnist-mlp", "samples": "256", "val_samples": "64", "epochs": "1", "device": "cpu"}
+
+
+def real_sweep(seeds: int, headless: bool) -> int:
+    """A real sweep's RSS at each run_ended, from the window or headless; prints the slope over the second half."""
+    from tests.gui.soak import SOAK_BATCH_SIZES, rss_mib, runs_data_mib
+
+    values = {
+        **REAL_SPEC,
+        "batch_sizes": ", ".join(map(str, SOAK_BATCH_SIZES)),
+        "seeds": ",".join(map(str, range(seeds))),
+    }
+    out = str(Path(tempfile.mkdtemp()) / "real.h5")
+    rows: list[tuple[int, float, float]] = []
+    t0 = time.monotonic()
+    if headless:
+        from batchlab.core.spec import build_spec
+        from batchlab.core.sweep.runner import run_sweep
+
+        def sink(event: dict) -> None:
+            if event.get("type") == "run_ended":
+                rows.append((len(rows) + 1, rss_mib(), 0.0))
+
+        run_sweep(build_spec(values), out, sink=sink)
+    else:
+        from batchlab.gui.main_window import MainWindow
+        from PySide6.QtCore import QSettings
+        from PySide6.QtTest import QTest
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication.instance() or QApplication(["batchlab-bench"])  # noqa: F841 (kept alive)
+        window = MainWindow(QSettings(tempfile.mktemp(suffix=".ini"), QSettings.Format.IniFormat))
+        window.resize(1440, 900)
+        window.show()
+        window.setup.set_values(values)
+        window.setup.out.setText(out)
+
+        def on_events(batch: list) -> None:
+            for event in batch:
+                if event.get("type") == "run_ended":
+                    rows.append((len(rows) + 1, rss_mib(), runs_data_mib(window.data)))
+
+        window.actions["run"].trigger()
+        if not window.running:
+            print(f"the sweep did not start: {window.setup.errors}")
+            return 2
+        window.worker.events.connect(on_events)
+        while window.running:
+            QTest.qWait(50)
+        window.close()
+    where = "headless" if headless else "from the window"
+    print(f"{len(rows)} real runs {where} in {time.monotonic() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}")
+    for run, rss, data in rows[:: max(1, len(rows) // 12)]:
+        print(f"  run {run:3d}: RSS {rss:6.1f} MiB, the runs' columns {data:.2f} MiB")
+    half = rows[len(rows) // 2 :]
+    xs, ys = [r for r, _rss, _d in half], [rss - d for _r, rss, d in half]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    per_run = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    print(f"per run over runs {xs[0]}-{xs[-1]}: RSS beyond the runs' columns {per_run:.3f} MiB")
+    return 0
+
+
 def open_and_compare(runs: int) -> int:
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
@@ -171,11 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tab", default="live", choices=("live", "summary_splitter", "analysis"), help="tab shown")
     parser.add_argument("--screenshot", metavar="PNG", help="save the window after the soak (and with a run selected)")
     parser.add_argument("--size", default="1440x900", help="the window's size for --screenshot")
+    parser.add_argument("--real", type=int, default=0, metavar="S", help="a real sweep of seeds 0..S-1 instead")
+    parser.add_argument("--headless", action="store_true", help="with --real: the same sweep without a window")
     parser.add_argument("--open", type=int, default=0, metavar="N", help="open and compare an N-run file instead")
     args = parser.parse_args(argv)
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if args.real:
+        return real_sweep(args.real, args.headless)
     if args.open:
         return open_and_compare(args.open)
     return soak(args.runs, args.every, args.tab, args.screenshot, args.size)
