@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
     from batchlab.core.datasets import load_spec_data, prepare_arrays
     from batchlab.core.training.flops import model_flops
-    from batchlab.core.training.peak import measure_matmul_peak
+    from batchlab.core.training.matmul_peak import measure_matmul_peak
     from batchlab.core.training.workloads import build_model
     from bench_fit_parity import make_run
     from bench_fused import _uptime

@@ -131,7 +131,7 @@ LR_FIND_FIELDS += ("seeds", "device")
 
 
 def _add_lr_find_parser(sub) -> None:
-    from batchlab.core.lr_range import DEFAULT_LR_MAX, DEFAULT_LR_MIN, DEFAULT_LR_STEPS, STOP_FACTOR, range_defaults
+    from batchlab.core.lr_find import DEFAULT_LR_MAX, DEFAULT_LR_MIN, DEFAULT_LR_STEPS, STOP_FACTOR, range_defaults
 
     parser = sub.add_parser(
         "lr-find",
@@ -356,7 +356,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_lr_find(args: argparse.Namespace) -> int:
-    from batchlab.core.lr_range import parse_range_settings
+    from batchlab.core.lr_find import parse_range_settings
     from batchlab.core.sweep.lr_find_runner import LrFindRunner, run_lr_find
 
     values: dict[str, Any] = {
@@ -389,9 +389,8 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
 
 
 def _print_range_table(path) -> None:
-    from batchlab.core.lr_range import SKIP_FRACTION, STOP_FACTOR
+    from batchlab.core.lr_find import SKIP_FRACTION, STOP_FACTOR, format_range_table, range_rows
     from batchlab.core.runfile.reader import read_run_file
-    from batchlab.core.sweep.lr_find import format_range_table, range_rows
 
     print(format_range_table(range_rows(read_run_file(path))))
     print(
@@ -402,8 +401,8 @@ def _print_range_table(path) -> None:
 
 
 def _is_lr_find_file(path) -> bool:
+    from batchlab.core.lr_find import LR_FIND_MODE
     from batchlab.core.runfile.reader import read_run_file
-    from batchlab.core.sweep.lr_find import LR_FIND_MODE
 
     return read_run_file(path).attrs.get("mode") == LR_FIND_MODE
 
@@ -538,8 +537,8 @@ def _read_profile(path):
 
 
 def _report_lr_find(args: argparse.Namespace) -> int:
+    from batchlab.core.lr_find import range_rows
     from batchlab.core.runfile.reader import read_run_file
-    from batchlab.core.sweep.lr_find import range_rows
 
     record = read_run_file(args.file)
     if args.json:

@@ -39,7 +39,7 @@ Event types, in the order a sweep emits them:
   ``gc_time_s`` and ``gc_max_s`` (Python garbage-collection pauses, wherever they fell) and
   ``last_close_time_s`` (closing the pipeline of an epoch the run ended inside)
 - ``lr_range``: ``run``, and one list per column of ``LR_RANGE_COLUMNS``: points of an LR range
-  test (``batchlab lr-find``, core/lr_range.py); its ``run_ended`` adds ``suggested_lr``,
+  test (``batchlab lr-find``, core/lr_find.py); its ``run_ended`` adds ``suggested_lr``,
   ``suggested_lr_min10``, ``loss_at_suggestion`` and ``stop_reason``
 - ``noise_scale``: ``run``, and one list per column of ``NOISE_SCALE_COLUMNS``: gradient noise scale
   measurements (``noise_scale_every``; core/training/noise_scale.py measures, core/analysis/noise_scale.py

@@ -279,7 +279,7 @@ def preset_defaults(name: str) -> dict[str, Any]:
 
 
 # The range `batchlab lr-find` tries for a preset whose model needs another than its defaults (1e-6 to 10 over
-# 200 steps, core/lr_range.py); an option given on the command line (or a field filled in the window) wins.
+# 200 steps, core/lr_find.py); an option given on the command line (or a field filled in the window) wins.
 # shallue-mnist: the CNN with momentum 0.9 stops learning above ~0.3 without the loss blowing up, and in 200
 # steps from 1e-6 it had ~30 steps between 0.01 and 0.1, too few to learn: 400 steps from 1e-4 to 1 give it
 # 200 there (docs/experiments.md).

@@ -20,9 +20,9 @@ from batchlab.core.targets import parse_target as parse_target_text
 
 
 def lr_find_rates(path: str, pick: str = "steepest") -> dict[int, float]:
-    """Suggested rate per batch size of an lr-find file (core/sweep/lr_find.py), by the rule `pick` (LR_PICKS);
+    """Suggested rate per batch size of an lr-find file (core/lr_find.py), by the rule `pick` (LR_PICKS);
     SpecError (lr_from) if unusable."""
-    from batchlab.core.lr_range import suggested_rates  # reads the run file (core.runfile.reader)
+    from batchlab.core.lr_find import suggested_rates  # reads the run file (core.runfile.reader)
 
     return suggested_rates(path, pick)
 

@@ -1,6 +1,6 @@
 """The LR range test in the window: open an lr-find run file, or run one for the setup's batch sizes, see
 each batch size's loss against the rate with its suggested rates, and take the file as the setup's
-`lr_from`. The test is `batchlab lr-find`'s own (core/sweep/lr_find.py: LrFindRunner, one child per
+`lr_from`. The test is `batchlab lr-find`'s own (core/lr_find.py: LrFindRunner, one child per
 batch size and seed, the one writer) run by the window's sweep worker; nothing here imports TensorFlow."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from batchlab.core import events as ev
 from batchlab.core.errors import SpecError
-from batchlab.core.lr_range import (
+from batchlab.core.lr_find import (
     SKIP_FRACTION,
     STOP_FACTOR,
     RangeSettings,
@@ -48,8 +48,8 @@ STOP_WAIT_MS = 60_000
 
 def is_lr_find_file(path: str) -> bool:
     """True for a run file `batchlab lr-find` wrote (root attribute mode = "lr_find")."""
+    from batchlab.core.lr_find import LR_FIND_MODE
     from batchlab.core.runfile.reader import read_root_attrs
-    from batchlab.core.sweep.lr_find import LR_FIND_MODE
 
     return read_root_attrs(path).get("mode") == LR_FIND_MODE
 
@@ -290,8 +290,8 @@ class RangeTestDialog(QDialog):
 
     def load(self, path: str) -> None:
         """Show an lr-find file: every run's curve and suggestions, and the table."""
+        from batchlab.core.lr_find import range_rows
         from batchlab.core.runfile.reader import read_run_file
-        from batchlab.core.sweep.lr_find import range_rows
 
         record = read_run_file(path)
         self.path = path

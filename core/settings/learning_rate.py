@@ -25,7 +25,7 @@ from batchlab.core.settings.base import (
 from batchlab.core.settings.budget import MAX_BATCH_SIZE, budget_steps
 from batchlab.core.settings.optimizer import MODEL_OPTIMIZER
 
-LR_PICKS = ("steepest", "min10")  # which suggestion of an lr-find file lr_from takes (core/lr_range.py)
+LR_PICKS = ("steepest", "min10")  # which suggestion of an lr-find file lr_from takes (core/lr_find.py)
 DEFAULTS = preset_defaults(DEFAULT_PRESET)
 RULE_CHOICES = (
     ("constant", "constant (BLR): lr at every batch size"),

@@ -2,7 +2,7 @@
 
 A use of the sweep's scheduler and launcher (core/sweep/runner.py) with another child entry
 (child.lr_find_main) and mode lr_find, so a range test gets the same preflight, stop, crash handling and one
-writer as a sweep. Kept apart from core/sweep/lr_find.py (which the spec reads suggestions with), so reading
+writer as a sweep. Kept apart from core/lr_find.py (which the spec reads suggestions with), so reading
 a file's suggestions never imports the scheduler.
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from batchlab.core.lr_range import RangeSettings
+from batchlab.core.lr_find import LR_FIND_MODE, RangeSettings
 from batchlab.core.spec import RunSpec, SweepSpec
-from batchlab.core.sweep.lr_find import LR_FIND_MODE
 from batchlab.core.sweep.runner import Sink, SweepRunner, run_sweep
 from batchlab.core.training.child import lr_find_main
 

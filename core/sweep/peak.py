@@ -65,7 +65,7 @@ def store_peak(result: dict[str, Any]) -> Path:
 def measure_peak(device: str = "auto") -> dict[str, Any]:
     """Measure the matmul peak of `device` in a fresh child process, cache it and return it."""
     from batchlab.core.sweep.processes import _death_message, start_child
-    from batchlab.core.training.peak import PEAK_RESULT, peak_main
+    from batchlab.core.training.matmul_peak import PEAK_RESULT, peak_main
 
     ctx = multiprocessing.get_context("spawn")
     log_path = Path(tempfile.mkdtemp(prefix="batchlab-peak-")) / "peak.log"

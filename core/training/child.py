@@ -381,8 +381,8 @@ def lr_find_main(
     """The LR range test of one run's batch size (`batchlab lr-find`), in a child like a sweep's run."""
 
     def train(run, send, should_stop, tf_device, nvml_index, device_name):
-        from batchlab.core.lr_range import RangeSettings
-        from batchlab.core.training.lr_range import range_test_run
+        from batchlab.core.lr_find import RangeSettings
+        from batchlab.core.training.lr_find import range_test_run
 
         range_test_run(run, RangeSettings(**settings_dict), send, should_stop, device_name)
 

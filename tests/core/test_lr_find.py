@@ -7,9 +7,8 @@ import h5py
 import numpy as np
 import pytest
 from batchlab.core.events import LR_RANGE_COLUMNS
-from batchlab.core.lr_range import STOP_REASONS, RangeTest
+from batchlab.core.lr_find import LR_FIND_MODE, STOP_REASONS, RangeTest, suggested_rates
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.sweep.lr_find import LR_FIND_MODE, suggested_rates
 
 from tests.core.test_cli import assert_one_line_error, batchlab
 
@@ -134,7 +133,7 @@ def test_the_format_document_names_what_an_lr_find_file_holds(lr_find_file):
 
 
 def test_a_stopped_range_test_keeps_its_points_and_skips_the_rest(tmp_path):
-    from batchlab.core.lr_range import parse_range_settings
+    from batchlab.core.lr_find import parse_range_settings
     from batchlab.core.spec import build_spec
     from batchlab.core.sweep.lr_find_runner import LrFindRunner, run_lr_find
 

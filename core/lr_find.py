@@ -1,7 +1,7 @@
 """The learning-rate range test as pure math: the rates to try, the smoothed loss, when to stop, what to suggest.
 
 Free of TensorFlow and Qt, so it is tested on synthetic loss curves with known answers; the training
-child (core/training/lr_range.py) feeds it one loss per step. The method (Smith 2017, as fastai runs it):
+child (core/training/lr_find.py) feeds it one loss per step. The method (Smith 2017, as fastai runs it):
 
 - The rate grows exponentially from lr_min to lr_max over lr_steps steps:
   lr(i) = lr_min * (lr_max / lr_min) ** (i / (lr_steps - 1)), i = 0 .. lr_steps - 1.
@@ -225,7 +225,7 @@ def suggested_rates(path: str | os.PathLike, pick: str = "steepest") -> dict[int
     """Each batch size's suggested rate in an lr-find file; several seeds: their geometric mean.
 
     `pick` says which suggestion: "steepest" (the steepest fall of the smoothed loss per unit of log(lr)) or
-    "min10" (the rate of the lowest smoothed loss / 10); core/lr_range.py.
+    "min10" (the rate of the lowest smoothed loss / 10); core/lr_find.py.
 
     Raises SpecError (field lr_from) for a file that is not an lr-find file or holds no usable suggestion.
     """
@@ -245,3 +245,29 @@ def suggested_rates(path: str | os.PathLike, pick: str = "steepest") -> dict[int
         if row["status"] == "ok" and math.isfinite(row[key]) and row[key] > 0:
             found.setdefault(row["batch_size"], []).append(row[key])
     return {b: math.exp(sum(map(math.log, v)) / len(v)) if len(v) > 1 else v[0] for b, v in sorted(found.items())}
+
+
+def format_range_table(rows: list[dict[str, Any]]) -> str:
+    """The lr-find table: batch size, suggested lr (steepest), min/10, smoothed loss there, why it stopped."""
+
+    def num(v: float) -> str:
+        return f"{v:.3g}" if math.isfinite(v) else "—"
+
+    seeds = len({r["seed"] for r in rows}) > 1
+    header = ["batch"] + (["seed"] if seeds else []) + ["suggested lr", "min/10", "loss there", "steps", "stopped"]
+    lines = [header]
+    for r in rows:
+        stop = r["stop_reason"] if r["status"] == "ok" else f"{r['status']}: {r['stop_reason'] or '-'}"
+        lines.append(
+            [str(r["batch_size"])]
+            + ([str(r["seed"])] if seeds else [])
+            + [num(r["suggested_lr"]), num(r["suggested_lr_min10"]), num(r["loss_at_suggestion"])]
+            + [str(r["points"]), stop]
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    last = len(header) - 1  # the stop reason: left-aligned, free width
+    out = []
+    for line in lines:
+        cells = [c if i == last else c.rjust(widths[i]) for i, c in enumerate(line)]
+        out.append("  ".join(cells))
+    return "\n".join(out)

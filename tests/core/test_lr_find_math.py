@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 from batchlab.core.errors import SpecError
-from batchlab.core.lr_range import (
+from batchlab.core.lr_find import (
     DEFAULT_LR_MAX,
     DEFAULT_LR_MIN,
     DEFAULT_LR_STEPS,

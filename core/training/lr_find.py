@@ -1,10 +1,10 @@
 """One LR range test (`batchlab lr-find`) at one batch size, in the training child; imports TensorFlow.
 
 A fresh model (the run's seed, built and compiled as a sweep's run would be) trains one step per
-rate of core/lr_range.py's exponential range, its mini-batches drawn from the run's own input
+rate of core/lr_find.py's exponential range, its mini-batches drawn from the run's own input
 pipeline (repeated past the epoch's end). The rate is a variable the optimizer reads in every step,
 so the step function is traced once. The math (smoothing, the stop rule, the suggestions) is
-core/lr_range.py's. The points go to the parent as ``lr_range`` events; the suggestions ride on
+core/lr_find.py's. The points go to the parent as ``lr_range`` events; the suggestions ride on
 ``run_ended``. Afterwards the model's weights are restored to their values before the test; the
 child exits after the run anyway, so each batch size starts from a fresh model in a fresh process.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import keras
 from batchlab.core.events import LR_RANGE, RUN_ENDED, RUN_STARTED, STEP_FLUSH_SECONDS, log_event, make_event, now_iso
-from batchlab.core.lr_range import RangeSettings, RangeTest
+from batchlab.core.lr_find import RangeSettings, RangeTest
 from batchlab.core.spec import RunSpec
 from batchlab.core.training.failures import StopRequested, classify_failure, first_line, traceback_text
 from batchlab.core.training.trainer import make_input_pipeline, make_step_function, prepare_run
