@@ -150,9 +150,11 @@ def scaling_lines(runs: Iterable) -> list[str]:
         return []
     lines = [row.text() for kind in (WEAK, STRONG) for row in scaling_rows(points, kind)]
     if not lines:
+        many = sorted({p.replicas for p in points if p.replicas > 1})
         return [
-            "Scaling: runs on more than one replica, but none with a one-replica run at the same per-replica or "
-            "global batch to compare with; add replicas 1 to the sweep"
+            f"Scaling: runs on {', '.join(map(str, many))} replicas, but none with a one-replica run at the same "
+            "per-replica or global batch to compare with; add replicas 1 to the comparison (a sweep at --replicas 1 "
+            "with the same batch sizes: batchlab report FILE --scaling-with ONE_REPLICA_FILE)"
         ]
     return lines
 

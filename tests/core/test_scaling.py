@@ -84,7 +84,7 @@ def test_seeds_are_averaged_and_runs_without_a_baseline_say_what_to_add():
     assert points[0].samples_per_s == pytest.approx(mean_one, rel=0.02)
     assert scaling_lines(_sweep([(1, 64, 0, 0.01)]).ordered_runs()) == []  # one replica only: nothing to say
     orphan = scaling_lines(_sweep([(2, 128, 0, 0.01)]).ordered_runs())
-    assert len(orphan) == 1 and "add replicas 1" in orphan[0]
+    assert len(orphan) == 1 and "add replicas 1" in orphan[0] and "on 2 replicas" in orphan[0]
 
 
 def test_a_claim_without_a_throughput_refuses_to_be_worded():
