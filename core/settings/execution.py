@@ -106,12 +106,13 @@ def _replicas_conflict(p: dict[str, Any]) -> str | None:
     n = p["replicas"]
     odd = [b for b in p.get("batch_sizes") or () if isinstance(b, int) and b % n]
     conflicts = (
-        (p.get("loop") == "fit", "the fit engine is not wired for it; use loop loop"),
+        (p.get("loop") == "fit", "the fit engine does not build its model in a strategy's scope; use loop loop"),
         (p.get("fused", 1) > 1, "fused steps are not supported with replicas; use fused 1"),
         (p.get("accumulate", 1) > 1, "gradient accumulation is not supported with replicas; use accumulate 1"),
         (
             p.get("noise_scale_every") is not None,
-            "the noise scale's micro-batch gradients are measured on one device; leave noise_scale_every empty",
+            "the noise scale's micro-batch gradients are taken outside the replicas' step, not checked under "
+            "MirroredStrategy; leave noise_scale_every empty",
         ),
         (
             p.get("batch_schedule") not in (None, "constant"),
