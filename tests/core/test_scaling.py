@@ -92,3 +92,19 @@ def test_a_claim_without_a_throughput_refuses_to_be_worded():
     broken = type(row)(row.kind, row.batch, type(row.point)(2, 128, math.nan, 0.01, math.nan, 1), row.baseline)
     with pytest.raises(ClaimError):
         broken.text()
+
+
+def test_the_explanation_compares_a_sweep_with_other_replicas_files():
+    """report --scaling-with and the window's comparison: explain_sweep's `others` enter its scaling lines only."""
+    from batchlab.core.analysis.explain import explain_sweep
+
+    two = _sweep([(2, 128, 0, 0.016)])  # 8,000 samples/s against one replica's 6,400: 1.25x, 62% efficient
+    one = _sweep([(1, 128, 0, 0.020)])
+    alone = [p for p in explain_sweep(two) if p.startswith("Scaling:")]
+    assert len(alone) == 1 and "--scaling-with" in alone[0]
+    paragraphs = explain_sweep(two, others=[one])
+    expected = scaling_lines([*two.ordered_runs(), *one.ordered_runs()])
+    assert expected == ["2 replicas at global batch 128: 1.2x the throughput of one (62% efficient)"]
+    assert [p for p in paragraphs if "replicas at" in p] == expected
+    assert not any(p.startswith("Scaling:") for p in paragraphs)
+    assert not any("replica" in p for p in explain_sweep(one))  # one replica alone: nothing about scaling
