@@ -104,7 +104,10 @@ def parse_replicas(value: Any) -> int:
 def _replicas_conflict(p: dict[str, Any]) -> str | None:
     """Why the settings in `p` cannot train on several replicas (None: they can)."""
     n = p["replicas"]
-    odd = [b for b in p.get("batch_sizes") or () if isinstance(b, int) and b % n]
+    sizes = [b for b in p.get("batch_sizes") or () if isinstance(b, int) and b > 0]
+    odd = [b for b in sizes if b % n]
+    samples = p.get("samples")  # None: the whole data, checked in the child (replication.check_batches)
+    short = [(b, samples % b) for b in sizes if isinstance(samples, int) and 0 < samples % b < n] or [(0, 0)]
     conflicts = (
         (p.get("loop") == "fit", "the fit engine does not build its model in a strategy's scope; use loop loop"),
         (p.get("fused", 1) > 1, "fused steps are not supported with replicas; use fused 1"),
@@ -126,6 +129,11 @@ def _replicas_conflict(p: dict[str, Any]) -> str | None:
         (
             bool(odd),
             f"the global batch size {odd[0] if odd else 0} does not divide by {n} replicas; use multiples of {n}",
+        ),
+        (
+            short[0][0] > 0,
+            f"{samples} samples at batch {short[0][0]} leave a last batch of {short[0][1]}, fewer than the {n} "
+            "replicas (one would get no sample); change the samples or the batch size",
         ),
     )
     return next((reason for bad, reason in conflicts if bad), None)

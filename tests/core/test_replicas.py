@@ -76,6 +76,7 @@ def test_report_prints_the_scaling_line(sweeps):
         ({"noise_scale_every": 5}, "noise_scale_every"),
         ({"device": "gpu:1"}, "names one GPU"),
         ({"xla": True}, "XLA"),
+        ({"samples": 258}, "258 samples at batch 64 leave a last batch of 2, fewer than the 4 replicas"),
     ],
 )
 def test_what_cannot_be_replicated_is_refused(changes, phrase):
