@@ -15,8 +15,10 @@ Training child only (imports TensorFlow); the setting is `replicas` (core/settin
   and the optimizer sums the gradients over them, so one update is the mean gradient of the global batch,
   as on one device. On GPUs this copies the whole batch to every replica before slicing (a distributed
   dataset would copy only each share: not done).
-- What is recorded per step is the global batch's: the loss and every metric are the replicas' values
-  weighted by their share of the batch (exact for means such as the loss and accuracy).
+- Unequal shares (an epoch's last batch when it does not divide by the replicas) get a sample weight that
+  makes the update the global batch's mean gradient: Keras alone would average the replicas' share means.
+- What is recorded per step is the global batch's: the loss is its mean (regularisation added once), every
+  other metric the replicas' values weighted by their shares (exact for means such as accuracy).
 """
 
 from __future__ import annotations
@@ -84,17 +86,26 @@ def replicated_step(model: Any, strategy: Any) -> Callable:
         n = tf.shape(x)[0]
         i = context.replica_id_in_sync_group
         start, end = (i * n) // replicas, ((i + 1) * n) // replicas
-        xs, ys = x[start:end], y[start:end]
-        logs = model.train_step((xs, ys))
+        weight = tf.cast(end - start, tf.float32)
+        # Keras averages each replica's loss over its own share and divides by the replicas, which weights
+        # unequal shares (an epoch's last batch) equally; this sample weight (1 for equal shares) makes the
+        # update the mean gradient over the global batch, as on one device.
+        sample_weight = tf.fill([end - start], weight * replicas / tf.cast(n, tf.float32))
+        logs = model.train_step((x[start:end], y[start:end], sample_weight))
         for metric in model.metrics:
             metric.reset_state()
-        weight = tf.cast(end - start, tf.float32)
-        return {k: tf.cast(v, tf.float32) * weight for k, v in logs.items()}, weight
+        # the loss: replicas x this share's part of the global mean (reduced below by / replicas); the
+        # metrics: this share's means (a constant weight leaves them unchanged), weighted by the share below
+        return {k: tf.cast(v, tf.float32) * (1.0 if k == "loss" else weight) for k, v in logs.items()}, weight
 
     def step(x, y):
         weighted, weights = strategy.run(share, args=(x, y))
         total = strategy.reduce(tf.distribute.ReduceOp.SUM, weights, axis=None)
-        return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) / total for k, v in weighted.items()}
+        per_replica = {"loss": float(replicas)}
+        return {
+            k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) / per_replica.get(k, total)
+            for k, v in weighted.items()
+        }
 
     return step
 
