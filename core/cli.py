@@ -181,18 +181,17 @@ def _int_option(name: str, value, default: int, low: int, high: int) -> int:
 
 
 def cmd_max_batch(args: argparse.Namespace) -> int:
-    from batchlab.core.analysis.batch_search import DEFAULT_START, find_max_batch
-    from batchlab.core.analysis.memory_fit import fit_memory
+    from batchlab.core.analysis.batch_search import DEFAULT_START
     from batchlab.core.sweep.max_batch import (
         PROBE_STEPS,
-        BatchProber,
         MaxBatchError,
+        describe_memory,
         describe_result,
         describe_trial,
         parse_margin,
         parse_memory_cap,
+        search_max_batch,
     )
-    from batchlab.core.sweep.runner import SweepRunner
 
     values: dict[str, Any] = {
         f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS if f in MAX_BATCH_FIELDS
@@ -203,18 +202,20 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     start = _int_option("start", args.start, min(DEFAULT_START, limit), 1, limit)
     margin = parse_margin(args.margin)
     cap = parse_memory_cap(args.memory_cap)
-    runner = SweepRunner(spec)
     print("checking data and model (starting TensorFlow)", file=sys.stderr)
-    environment = runner.preflight()
-    print(
-        f"largest batch on {environment.get('device_description', 'this device')}: trying up to {limit:,} samples "
-        f"(the training data{' or --max' if args.max else ''}); each try trains {PROBE_STEPS} steps and a "
-        f"validation pass in its own process, host memory capped at {cap / MIB:,.0f} MiB",
-        flush=True,
-    )
-    prober = BatchProber(spec, cap, on_trial=lambda t: print(describe_trial(t), flush=True))
+
+    def checked(environment: dict) -> None:
+        print(
+            f"largest batch on {environment.get('device_description', 'this device')}: trying up to {limit:,} "
+            f"samples (the training data{' or --max' if args.max else ''}); each try trains {PROBE_STEPS} steps and "
+            f"a validation pass in its own process, host memory capped at {cap / MIB:,.0f} MiB",
+            flush=True,
+        )
+
     try:
-        result = find_max_batch(prober, limit=limit, start=start, margin=margin)
+        result = search_max_batch(
+            spec, cap, limit, start, margin, on_checked=checked, on_trial=lambda t: print(describe_trial(t), flush=True)
+        )
     except MaxBatchError as e:
         print(f"batchlab: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -225,10 +226,9 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
         print(line)
     if result.batch_size is None:
         return EXIT_FAILED
-    fits = [t for t in result.trials if t.ok and t.peak_bytes > 0]
-    memory = fit_memory([t.batch_size for t in fits], [t.peak_bytes for t in fits])
-    if memory is not None:
-        print(f"memory of the tries: peak(B) = {memory.m0 / MIB:,.0f} MiB + {memory.m1 / MIB:.3g} MiB x B")
+    memory = describe_memory(result)
+    if memory:
+        print(memory)
     return EXIT_OK
 
 
@@ -365,7 +365,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_lr_find(args: argparse.Namespace) -> int:
     from batchlab.core.lr_range import parse_range_settings
-    from batchlab.core.sweep.lr_find import LrFindRunner, run_lr_find
+    from batchlab.core.sweep.lr_find_runner import LrFindRunner, run_lr_find
 
     values: dict[str, Any] = {
         f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS if f in LR_FIND_FIELDS
@@ -460,12 +460,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-PROFILE_STEPS = 200  # optimizer steps per batch size a profile trains unless a budget is given
-PROFILE_NOISE_EVERY = 5  # steps between its noise-scale measurements unless --noise-scale-every is given
-PROFILE_BATCHES = 3  # batch sizes a profile picks from the preset's list (smallest, middle, largest)
-
-
 def _add_profile_parser(sub) -> None:
+    from batchlab.core.sweep.profile import PROFILE_BATCHES, PROFILE_STEPS
+
     parser = sub.add_parser(
         "profile",
         help="predict the best batch before a sweep: a short run per batch size measuring noise scale and step time",
@@ -484,68 +481,25 @@ def _add_profile_parser(sub) -> None:
 
 
 def _profile_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The sweep a profile runs: the user's settings, a steps budget, noise scale on, no target."""
-    from batchlab.core.spec import preset_values
+    """The sweep a profile runs (core/sweep/profile.py) from `batchlab profile`'s options."""
+    from batchlab.core.sweep.profile import profile_values
 
-    values: dict[str, Any] = {f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}
-    values.update(budget_unit="steps", epochs=args.steps if args.steps is not None else PROFILE_STEPS)
-    values.update(target="", eval_every="")  # a profile predicts the time to target; it does not train to it
-    if values.get("noise_scale_every") is None:
-        values["noise_scale_every"] = PROFILE_NOISE_EVERY
-    if values.get("batch_sizes") is None:  # the preset's, those a measurement can split into its parts
-        preset = preset_values(values, blank_means_default=True)
-        parts = preset["noise_scale_parts"] if values.get("noise_scale_parts") is None else values["noise_scale_parts"]
-        try:
-            parts = int(parts)
-        except (TypeError, ValueError):
-            parts = 2  # the spec names the bad value below
-        sizes = sorted(b for b in preset["batch_sizes"] if b >= parts) or sorted(preset["batch_sizes"])
-        if len(sizes) > PROFILE_BATCHES:
-            sizes = [sizes[0], sizes[len(sizes) // 2], sizes[-1]]
-        values["batch_sizes"] = ",".join(map(str, sizes))
-    if args.steps is None:  # measure past the warmup, as the sweep trains: else a warmup preset is refused
-        values["epochs"] = PROFILE_STEPS + _warmup_steps(values)
-    return values
-
-
-def _warmup_steps(values: dict[str, Any]) -> int:
-    """Steps the settings' warmup takes at their smallest batch size (the most steps); 0 without a warmup.
-
-    golmant-lsr warms up over 2 epochs, 512 steps at batch 16 of 4,096 samples: longer than a
-    200-step profile. Settings that do not build count 0 here; build_spec then names the bad field.
-    """
-    from batchlab.core.lr_rules import warmup_steps
-
-    try:
-        spec = build_spec({**values, "epochs": 10**9})  # any budget the warmup fits in
-        return warmup_steps(spec.warmup, spec.warmup_unit, -(-spec.samples // min(spec.batch_sizes)))
-    except (SpecError, TypeError, ValueError):
-        return 0
+    return profile_values({f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}, args.steps)
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from batchlab.core.analysis.predict import PROFILE_MODE
-    from batchlab.core.sweep.runner import SweepRunner, run_sweep
+    from batchlab.core.sweep.profile import profile_runner, profile_spec, run_profile
 
-    spec = build_spec(_profile_values(args))
-    if len(spec.batch_sizes) < 2:
-        raise SpecError(
-            "batch_sizes", f"{spec.batch_sizes[0]} alone cannot fit a step time; profile 2 or 3 batch sizes"
-        )
+    spec = profile_spec({f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}, args.steps)
     if args.out:
         out = check_run_file(args.out, overwrite=args.overwrite)
     else:
         out = check_run_file(default_run_file(f"profile-{spec.preset}"), create_folder=True)
-
-    class ProfileRunner(SweepRunner):
-        def sweep_fields(self) -> dict[str, Any]:
-            return {"mode": PROFILE_MODE}
-
-    runner = ProfileRunner(spec)
+    runner = profile_runner(spec)
     progress = ProgressPrinter(spec, stream=sys.stderr)
     try:
         with _Interrupts(runner, progress):
-            status = run_sweep(spec, out, sink=progress.handle, overwrite=args.overwrite, runner=runner)
+            status = run_profile(spec, out, sink=progress.handle, overwrite=args.overwrite, runner=runner)
     finally:
         progress.close()
     print(f"run file: {out}")

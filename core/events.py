@@ -84,7 +84,8 @@ EVENT_TYPES = (
 STEP_FLUSH_SECONDS = 0.25
 
 # A run ends in exactly one of these.
-RUN_STATUSES = ("ok", "oom", "diverged", "crashed", "interrupted", "error")
+# "aborted": stopped by the scheduler because it could no longer win (early abort, core/sweep/policies.py).
+RUN_STATUSES = ("ok", "oom", "diverged", "crashed", "interrupted", "aborted", "error")
 # "pending" and "running" only appear in a run file before a run ends. When the sweep ends (sweep_ended)
 # with runs still "pending" (Stop, Ctrl-C, a failure), the writer and the sweep model mark them "skipped".
 SKIPPED = "skipped"

@@ -164,7 +164,7 @@ def sweep_preview_batches(spec: Any, samples: int | None = None) -> dict[int, tu
 
 def _preview(spec: Any, samples: int | None) -> dict[int, tuple[list[float], list[int]]]:
     n = int(samples if samples is not None else spec.samples)
-    # with lr_from each batch size's rate from the lr-find file, read once by the spec (core/settings/resolve.py)
+    # with lr_from each batch size's rate from the lr-find file, read once by the spec (core/spec_checks.py)
     rates = spec.run_rates() if spec.lr_from else {}
     out = {}
     for b in spec.batch_sizes:

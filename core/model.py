@@ -231,7 +231,7 @@ class SweepData:
         self.message = ""
         self.runs: dict[int, RunData] = {}
         self.logs: list[dict[str, Any]] = []
-        self.current_run: int | None = None
+        self.in_flight: list[int] = []  # the runs started and not ended, in the order they started
         self.summary_version = next_version()
         self._handlers = {
             ev.SWEEP_STARTED: self._on_sweep_started,
@@ -275,7 +275,9 @@ class SweepData:
         run.status = "running"
         run.steps_per_epoch = _int_or_none(e.get("steps_per_epoch"))
         run.epochs_planned = _int_or_none(e.get("epochs"))
-        self.current_run = run.index
+        if run.index in self.in_flight:
+            self.in_flight.remove(run.index)
+        self.in_flight.append(run.index)
         run.steps_version = run.epochs_version = next_version()  # plots make the run's curves now
         run.touch()
         self.summary_version = next_version()
@@ -313,6 +315,8 @@ class SweepData:
         run.attrs.update(_scalar_fields(e))
         run.status = str(e.get("status") or "error")
         run.message = str(e.get("message") or "")
+        if run.index in self.in_flight:
+            self.in_flight.remove(run.index)
         run.touch()
         self.summary_version = next_version()
 
@@ -322,7 +326,7 @@ class SweepData:
     def _on_sweep_ended(self, e: Mapping[str, Any]) -> None:
         self.status = str(e.get("status", "complete"))
         self.message = str(e.get("message") or "")
-        self.current_run = None
+        self.in_flight = []
         for run in self.runs.values():
             if run.status == "pending":  # never started; the writer marks the file the same way
                 run.status, run.message = ev.SKIPPED, ev.SKIPPED_MESSAGE
@@ -399,6 +403,11 @@ class SweepData:
         return cls.from_record(read_run_file(path), label=label or Path(path).name, path=str(path))
 
     # ------------------------------------------------------------ questions views ask
+
+    @property
+    def current_run(self) -> int | None:
+        """The run started last of those in flight (None when none is): with one run at a time, the running one."""
+        return self.in_flight[-1] if self.in_flight else None
 
     def batch_sizes(self) -> list[int]:
         return sorted({r.batch_size for r in self.runs.values() if r.batch_size > 0})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -68,3 +69,19 @@ def check_run_file(path: str | os.PathLike, *, overwrite: bool = False, create_f
         except OSError as e:
             raise SpecError("out", f"cannot create folder {p.parent}: {e.strerror or e}") from None
     return p
+
+
+CACHE_ENV = "BATCHLAB_CACHE_DIR"  # overrides the user cache folder (tests, shared machines)
+
+
+def user_cache_dir() -> Path:
+    """BatchLab's folder in the user's cache directory: $XDG_CACHE_HOME/batchlab or ~/.cache/batchlab on Linux,
+    ~/Library/Caches/batchlab on macOS, %LOCALAPPDATA%\\batchlab\\Cache on Windows; BATCHLAB_CACHE_DIR overrides it."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "batchlab"
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "batchlab" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "batchlab"

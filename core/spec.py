@@ -3,7 +3,7 @@
 A spec is built from a preset plus the user's overrides. It is a composition of one frozen value object
 per settings group (core/settings/: each group owns its fields, parsers, checks, options, form fields and
 training hooks); this module merges a preset with the user's values, runs every group's parsers, the
-checks that read files (core/settings/resolve.py) and the groups' checks, and builds the spec. Every
+checks that read files (core/spec_checks.py) and the groups' checks, and builds the spec. Every
 value a user can type goes through one parser, so the command line and the window show the same message
 for the same mistake. Nothing here imports TensorFlow or Qt.
 """
@@ -43,7 +43,7 @@ from batchlab.core.settings.optimizer import (
     OPTIMIZERS,
     WEIGHT_DECAY_OPTIMIZERS,
 )
-from batchlab.core.settings.resolve import check_files, lr_find_rates
+from batchlab.core.spec_checks import check_files, lr_find_rates
 from batchlab.core.targets import Target
 from batchlab.core.targets import parse_target as parse_target_text
 

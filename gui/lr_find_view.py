@@ -62,14 +62,13 @@ class LrFindWorker(SweepWorker):
         self.settings = settings
 
     def make_runner(self):
-        from batchlab.core.sweep.lr_find import LrFindRunner
+        from batchlab.core.sweep.lr_find_runner import LrFindRunner
 
-        runner = LrFindRunner(self.spec, self.settings)
-        runner.niceness = TRAINING_NICENESS  # as the window's sweeps: painting is never queued behind TF
-        return runner
+        # as the window's sweeps: painting is never queued behind TensorFlow
+        return LrFindRunner(self.spec, self.settings, niceness=TRAINING_NICENESS)
 
     def execute(self, runner) -> str:
-        from batchlab.core.sweep.lr_find import run_lr_find
+        from batchlab.core.sweep.lr_find_runner import run_lr_find
 
         return run_lr_find(self.spec, self.settings, self.out_path, sink=self._sink, runner=runner)
 

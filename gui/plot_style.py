@@ -44,6 +44,7 @@ STATUS_MARKS = {
     "crashed": ("star", "crashed"),
     "error": ("d", "error"),
     "interrupted": ("s", "stopped"),
+    "aborted": ("s", "aborted"),
 }
 
 SOURCE_LABELS = {"main": "", "compare": " (compare)"}

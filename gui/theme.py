@@ -64,6 +64,7 @@ LIGHT = Theme(
         "crashed": "#F8C8D8",
         "error": "#F8C8D8",
         "interrupted": "#E8E8E8",
+        "aborted": "#E8E8E8",  # stopped early by abort_losers: as a stopped run
         "skipped": "#F0F0F0",  # never ran: lighter than interrupted
         "running": "#D8ECF8",
     },
@@ -92,6 +93,7 @@ DARK = Theme(
         "crashed": "#5A2438",
         "error": "#5A2438",
         "interrupted": "#3A3C40",
+        "aborted": "#3A3C40",
         "skipped": "#323438",
         "running": "#244458",
     },

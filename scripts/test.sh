@@ -15,6 +15,7 @@ if ! QT_QPA_PLATFORM=offscreen .venv/bin/python -c 'from PySide6.QtWidgets impor
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache  # the layers (pyproject.toml); quiet when kept
 export CUDA_VISIBLE_DEVICES=-1 TF_CPP_MIN_LOG_LEVEL=2
 # One process by default: two xdist workers (PYTEST_WORKERS=2; whole files per worker) measured slower here, since
 # every training child already uses both cores (README, Development). The 25 slowest tests end every log.

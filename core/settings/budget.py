@@ -147,7 +147,7 @@ def _check_batch_sizes(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
 
 def _check_target(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
     """A target (and budget) the run can meet: its metric exists for the task, the engine supports it.
-    (A compiled metric of the user's model is checked against the file: core/settings/resolve.py.)"""
+    (A compiled metric of the user's model is checked against the file: core/spec_checks.py.)"""
     target = parse_target_text(p["target"]) if p.get("target") else None
     if target is not None and "target" not in errors:
         if target.metric in ACCURACY_METRICS and p.get("workload") == "autoencoder":

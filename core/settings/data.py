@@ -1,7 +1,7 @@
 """Data and workload: the preset, the model, the data source and how much of it, seeds and order.
 
 The parsers check names and numbers only; whether a named file exists and what it holds is checked
-above the groups (core/settings/resolve.py).
+above the groups (core/spec_checks.py).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def parse_val_fraction(value: Any) -> float:
 
 
 def _check_data(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
-    """The user's model needs its file (what a data file holds is core/settings/resolve.py's question)."""
+    """The user's model needs its file (what a data file holds is core/spec_checks.py's question)."""
     if p.get("workload") == "keras-file" and p.get("model_file") is None:
         fail(errors, "model_file", "the keras-file workload needs a .keras model file")
 

@@ -1,5 +1,5 @@
 """The learning-rate rule and schedule per batch size (core/lr_rules.py, docs/learning-rates.md), and rates
-taken from an lr-find file (whose content is read above the groups: core/settings/resolve.py)."""
+taken from an lr-find file (whose content is read above the groups: core/spec_checks.py)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class LearningRateSettings:
 
 def parse_lr_from(value: Any) -> str | None:
     """An lr-find run file (an absolute path) whose suggested rate for each batch size is that run's rate;
-    blank = use lr. Whether it is one is checked against the file in core/settings/resolve.py."""
+    blank = use lr. Whether it is one is checked against the file in core/spec_checks.py."""
     if blank(value):
         return None
     return os.path.abspath(user_path(str(value).strip()))

@@ -239,3 +239,37 @@ def describe_result(result: SearchResult, cap_bytes: int = 0) -> list[str]:
         f"max batch: {result.batch_size:,} ({result.margin:.0%} safety margin; verified with {VERIFY_STEPS} training "
         f"steps and a validation pass, {peak})",
     ]
+
+
+def search_max_batch(
+    spec: SweepSpec,
+    cap_bytes: int,
+    limit: int,
+    start: int,
+    margin: float,
+    on_checked: Callable[[dict], None] | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> SearchResult:
+    """The whole search as `batchlab max-batch` runs it: the sweep's scheduler checks the data and builds the
+    model in its probe (SpecError if bad; `on_checked(environment)` after), then each try in its own child.
+    MaxBatchError if a try fails for a reason other than memory."""
+    from batchlab.core.analysis.batch_search import find_max_batch
+    from batchlab.core.sweep.runner import SweepRunner
+
+    environment = SweepRunner(spec).preflight()
+    if on_checked is not None:
+        on_checked(environment)
+    prober = BatchProber(spec, cap_bytes, on_trial=on_trial)
+    return find_max_batch(prober, limit=limit, start=start, margin=margin)
+
+
+def describe_memory(result: SearchResult) -> str:
+    """The straight line through the tries' peak memory, "peak(B) = m0 MiB + m1 MiB x B"; "" without one."""
+    from batchlab.core.analysis.memory_fit import fit_memory
+
+    mib = 1 << 20
+    fits = [t for t in result.trials if t.ok and t.peak_bytes > 0]
+    memory = fit_memory([t.batch_size for t in fits], [t.peak_bytes for t in fits])
+    if memory is None:
+        return ""
+    return f"memory of the tries: peak(B) = {memory.m0 / mib:,.0f} MiB + {memory.m1 / mib:.3g} MiB x B"

@@ -11,31 +11,17 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from batchlab.core.errors import SpecError
 from batchlab.core.events import now_iso
+from batchlab.core.paths import CACHE_ENV, user_cache_dir  # noqa: F401 (CACHE_ENV: part of this module's API)
 
-CACHE_ENV = "BATCHLAB_CACHE_DIR"
 CACHE_FILE = "matmul_peak.json"
 CACHE_FORMAT = 1
 MEASURE_TIMEOUT_SECONDS = 300.0
-
-
-def user_cache_dir() -> Path:
-    """BatchLab's folder in the user's cache directory (see the module docstring)."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "batchlab"
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "batchlab" / "Cache"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "batchlab"
 
 
 def cache_path() -> Path:

@@ -89,13 +89,12 @@ class SweepProgress:
         self.run_samples = {r.index: spec.budget.examples(spec.samples, r.batch_size) for r in spec.runs()}
         self.total = sum(self.run_samples.values())
         self.done_runs = 0
-        self.current_samples = 0
         self.t0 = clock()
-        self.current: dict[str, Any] = {}
         self._requested = self.t0  # when the next run was asked for
         self._runs: dict[int, _RunClock] = {}
         self._ended: set[int] = set()
-        self._current_index: int | None = None
+        # The runs in flight, by run, in the order they started: batch, seed, epochs, epoch, loss, samples.
+        self._live: dict[int, dict[str, Any]] = {}
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             SWEEP_STARTED: self._on_sweep_started,
             RUN_STARTED: self._on_run_started,
@@ -108,21 +107,41 @@ class SweepProgress:
         if handler is not None:
             handler(event)
 
+    @property
+    def in_flight(self) -> list[int]:
+        """The runs started and not ended, in the order they started."""
+        return list(self._live)
+
+    @property
+    def current(self) -> dict[str, Any]:
+        """The run started last of those in flight (batch, seed, epochs, epoch, loss); {} when none is."""
+        if not self._live:
+            return {}
+        live = self._live[next(reversed(self._live))]
+        return {k: v for k, v in live.items() if k != "samples"}
+
     def _on_sweep_started(self, event: dict[str, Any]) -> None:
         self._requested = self.clock()
 
     def _on_run_started(self, event: dict[str, Any]) -> None:
-        self.current = {"batch": event["batch_size"], "seed": event["seed"], "epochs": event["epochs"], "epoch": 0}
-        self.current_samples = 0
         index = int(event.get("run", self.done_runs))
-        self._current_index = index
+        self._live[index] = {
+            "batch": event["batch_size"],
+            "seed": event["seed"],
+            "epochs": event["epochs"],
+            "epoch": 0,
+            "samples": 0,
+        }
         self._runs[index] = _RunClock(int(event["batch_size"]), self._requested)
 
     def _on_steps(self, event: dict[str, Any]) -> None:
-        self.current_samples += sum(event["batch_size"])
-        self.current["loss"] = event["loss"][-1]
-        self.current["epoch"] = event["epoch"][-1]
-        run = self._runs.get(int(event.get("run", -1)))
+        index = int(event.get("run", -1))
+        live = self._live.get(index)
+        if live is not None:
+            live["samples"] += sum(event["batch_size"])
+            live["loss"] = event["loss"][-1]
+            live["epoch"] = event["epoch"][-1]
+        run = self._runs.get(index)
         if run is None:
             return
         now = self.clock()
@@ -140,17 +159,15 @@ class SweepProgress:
 
     def _on_run_ended(self, event: dict[str, Any]) -> None:
         self.done_runs += 1
-        self.current_samples = 0
-        self.current = {}
-        self._ended.add(int(event.get("run", -1)))
-        self._current_index = None
+        index = int(event.get("run", -1))
+        self._live.pop(index, None)
+        self._ended.add(index)
         self._requested = self.clock()
 
     @property
     def fraction(self) -> float:
         done = sum(self.run_samples.get(i, 0) for i in self._ended)
-        if self._current_index is not None:
-            done += min(self.current_samples, self.run_samples.get(self._current_index, 0))
+        done += sum(min(live["samples"], self.run_samples.get(i, 0)) for i, live in self._live.items())
         return min(1.0, done / self.total) if self.total else 1.0
 
     def _startup_s(self) -> float:
@@ -185,11 +202,11 @@ class SweepProgress:
 
         return per_sample
 
-    def _next_index(self) -> int | None:
-        """The run being started now or next: the current one, else the first planned run not ended."""
-        if self._current_index is not None:
-            return self._current_index
-        return min((i for i in self.plan if i not in self._ended), default=None)
+    def _waiting(self) -> set[int]:
+        """The runs whose start-up is under way now: those in flight, else the first planned run not ended."""
+        if self._live:
+            return set(self._live)
+        return {min((i for i in self.plan if i not in self._ended), default=-1)}
 
     def eta_seconds(self) -> float:
         """Seconds left: for each run still to come, samples x measured (or fitted) seconds per sample at its
@@ -200,6 +217,7 @@ class SweepProgress:
         if per_sample is None or not math.isfinite(startup):
             return math.nan
         now = self.clock()
+        waiting = self._waiting()
         remaining = 0.0
         for index, batch in self.plan.items():
             if index in self._ended:
@@ -207,7 +225,7 @@ class SweepProgress:
             run = self._runs.get(index)
             to_train = self.run_samples[index] - batch  # the first step is part of the start-up cost
             if run is None or run.samples == 0:  # to come, or its process is starting
-                waited = now - self._requested if index == self._next_index() else 0.0
+                waited = now - self._requested if index in waiting else 0.0
                 remaining += max(0.0, startup - waited) + to_train * per_sample(batch)
             else:
                 remaining += max(0, self.run_samples[index] - run.samples) * per_sample(batch)
@@ -217,8 +235,10 @@ class SweepProgress:
         """Percent done, the current run, batch, epoch and loss, elapsed time and ETA (the text beside the bar).
         Within `width` characters if given: the least needed parts go first (DROP_ORDER), never the ETA."""
         run_no = min(self.done_runs + 1, self.total_runs)
-        parts = {"percent": f"{self.fraction * 100:3.0f}%", "run": f"run {run_no}/{self.total_runs}"}
-        if self.current:
+        flying = len(self._live)
+        runs = f"runs {run_no}-{self.done_runs + flying}" if flying > 1 else f"run {run_no}"
+        parts = {"percent": f"{self.fraction * 100:3.0f}%", "run": f"{runs}/{self.total_runs}"}
+        if self.current:  # the run started last, with several in flight
             parts["batch"] = f"batch {self.current['batch']}"
             parts["epoch"] = f"epoch {self.current['epoch'] + 1}/{self.current['epochs']}"
             if "loss" in self.current:

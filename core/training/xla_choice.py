@@ -73,7 +73,7 @@ CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 
 def xla_cache_dir() -> Path:
     """Where `--xla-cache` keeps compiled steps: the user's cache folder's xla/ (delete it to clear the cache)."""
-    from batchlab.core.sweep.peak import user_cache_dir
+    from batchlab.core.paths import user_cache_dir
 
     return user_cache_dir() / "xla"
 

@@ -136,7 +136,7 @@ def test_the_format_document_names_what_an_lr_find_file_holds(lr_find_file):
 def test_a_stopped_range_test_keeps_its_points_and_skips_the_rest(tmp_path):
     from batchlab.core.lr_range import parse_range_settings
     from batchlab.core.spec import build_spec
-    from batchlab.core.sweep.lr_find import LrFindRunner, run_lr_find
+    from batchlab.core.sweep.lr_find_runner import LrFindRunner, run_lr_find
 
     spec = build_spec({"preset": "mnist-mlp", "samples": 256, "batch_sizes": "16,64", "device": "cpu"})
     settings = parse_range_settings("1e-6", "1e-3", "5000")  # long and gentle: it would run for minutes

@@ -204,3 +204,17 @@ def test_the_bar_and_its_line_fit_the_terminal_with_the_eta_while_runs_train(mon
     assert "ETA " in lines[0] and "run 1/4" in lines[0] and "…" not in lines[0], lines
     if columns >= 100:
         assert "loss 134.3" in lines[0] and "elapsed" in lines[0]
+
+
+def test_progress_keys_runs_in_flight_by_run():
+    """Two runs in flight at once: each counts its own samples, the line names both, and each leaves on its end."""
+    spec = build_spec({"preset": "mnist-mlp", "samples": 100, "epochs": 1, "batch_sizes": "50,100"})
+    p = SweepProgress(spec)
+    p.handle(make_event("run_started", run=0, batch_size=50, seed=0, epochs=1))
+    p.handle(make_event("run_started", run=1, batch_size=100, seed=0, epochs=1))
+    p.handle(make_event("steps", run=1, batch_size=[100], loss=[0.5], epoch=[0]))
+    p.handle(make_event("steps", run=0, batch_size=[50], loss=[2.0], epoch=[0]))
+    assert p.in_flight == [0, 1] and p.fraction == 0.75  # 50 + 100 of 200 samples
+    assert "runs 1-2/2" in p.line() and "batch 100" in p.line()  # the figures of the run started last
+    p.handle(make_event("run_ended", run=1, status="ok"))
+    assert p.in_flight == [0] and p.fraction == 0.75 and "run 2/2" in p.line() and "batch 50" in p.line()

@@ -43,8 +43,8 @@ from batchlab.core.lr_rules import LrPlan
 from batchlab.core.model import SweepData
 from batchlab.core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
 from batchlab.core.runfile.format import column_values
+from batchlab.core.runfile.layout import STEP_CHUNK
 from batchlab.core.runfile.reader import read_run_file, status_if_writer_gone
-from batchlab.core.runfile.writer import STEP_CHUNK
 from batchlab.core.spec import SweepSpec
 from batchlab.core.table import format_table, summary_rows
 from batchlab.core.training.startup import StartupClock

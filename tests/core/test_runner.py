@@ -7,7 +7,7 @@ import pytest
 from batchlab.core.datasets import DataError
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import build_spec
-from batchlab.core.sweep.runner import STOPPED_BEFORE_FIRST_RUN, SweepRunner, run_sweep
+from batchlab.core.sweep.runner import STOPPED_BEFORE_FIRST_RUN, SweepRunner, _Flight, run_sweep
 
 TINY = {"preset": "mnist-mlp", "samples": 64, "val_samples": 16, "epochs": 1, "batch_sizes": "32,64", "device": "cpu"}
 
@@ -76,13 +76,13 @@ def test_the_data_is_read_with_short_gil_slices_and_the_interval_is_restored_eve
 
 
 class _StreamingChild:
-    """A training child as the pump sees it: a step event always waiting; alive until killed."""
+    """A run's handle as the scheduler sees it: a step event always waiting; alive until killed."""
 
     def __init__(self, events_before_giving_up: int = 1000):
-        self.alive, self.kills, self.sent = True, 0, 0
+        self.alive, self.kills, self.sent, self.stops = True, 0, 0, 0
         self.limit = events_before_giving_up
+        self.run = build_spec(TINY).runs()[0]
 
-    # the receiver's side
     def poll(self, _timeout=0.0) -> bool:
         return self.alive
 
@@ -92,13 +92,23 @@ class _StreamingChild:
             raise EOFError("the pump never looked at the stop flag")
         return {"type": "steps", "run": 0}
 
-    # the process's side
+    def stop(self) -> None:
+        self.stops += 1
+
     def is_alive(self) -> bool:
         return self.alive
 
     def kill(self) -> None:
         self.kills += 1
         self.alive = False
+
+
+def _pump_until_over(runner, handle, sink) -> _Flight:
+    """Pump one run as the scheduler does (waking every PUMP_WAIT_SECONDS) until it is over."""
+    flight = _Flight(handle, None)
+    while not runner._pump(flight, sink, 0.0)[0]:
+        pass
+    return flight
 
 
 def test_a_child_that_streams_steps_but_ignores_a_stop_is_killed_after_the_grace_period(monkeypatch):
@@ -109,16 +119,16 @@ def test_a_child_that_streams_steps_but_ignores_a_stop_is_killed_after_the_grace
     monkeypatch.setattr(runner_module, "STOP_GRACE_SECONDS", 0.0)
     runner = SweepRunner(build_spec(TINY))
     runner.stop()
-    child, child_stop, seen = _StreamingChild(), multiprocessing.Event(), []
-    assert runner._pump(child, child, child_stop, seen.append) is None  # ended: no run_ended came
-    assert child_stop.is_set() and child.kills == 1 and child.sent < child.limit
+    child, seen = _StreamingChild(), []
+    assert _pump_until_over(runner, child, seen.append).ended is None  # ended: no run_ended came
+    assert child.stops >= 1 and child.kills == 1 and child.sent < child.limit
     assert seen and all(e["type"] == "steps" for e in seen)  # what came before the kill was forwarded
 
 
 def test_the_pump_forwards_events_in_order_and_returns_the_run_ended_event():
     events = [{"type": "steps", "run": 0, "i": i} for i in range(3)] + [{"type": "run_ended", "run": 0}]
 
-    class Receiver:
+    class Receiver(_StreamingChild):
         def poll(self, _timeout=0.0):
             return bool(events)
 
@@ -127,6 +137,6 @@ def test_the_pump_forwards_events_in_order_and_returns_the_run_ended_event():
 
     expected = list(events)
     seen = []
-    child = _StreamingChild()
-    assert SweepRunner(build_spec(TINY))._pump(Receiver(), child, multiprocessing.Event(), seen.append) == expected[-1]
-    assert seen == expected and child.kills == 0
+    child = Receiver()
+    assert _pump_until_over(SweepRunner(build_spec(TINY)), child, seen.append).ended == expected[-1]
+    assert seen == expected and child.kills == 0 and child.stops == 0

@@ -14,7 +14,8 @@ from batchlab.core.lr_range import RangeSettings, RangeTest, exponential_rates
 from batchlab.core.lr_rules import sweep_preview
 from batchlab.core.runfile.writer import RunFileWriter
 from batchlab.core.spec import build_spec
-from batchlab.core.sweep.lr_find import LR_FIND_MODE, LrFindRunner, suggested_rates
+from batchlab.core.sweep.lr_find import LR_FIND_MODE, suggested_rates
+from batchlab.core.sweep.lr_find_runner import LrFindRunner
 from batchlab.gui.lr_find_view import LrFindWorker, RangeTestDialog
 from batchlab.gui.worker import TRAINING_NICENESS
 
