@@ -434,6 +434,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         if sweep.left_out_note:
             payload["sweep"]["left_out"] = sweep.left_out_note
         payload["analysis"] = analyse(sweep, profile).as_dict()
+        from batchlab.core.analysis.explain import explain_scaling
+
+        payload["scaling"] = explain_scaling(sweep, others)  # the explanation's scaling lines (docs/scaling.md)
         payload.update(_profile_json(args.file, sweep))
         print(json.dumps(payload, indent=2, default=str))
         return EXIT_OK

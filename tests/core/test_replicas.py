@@ -4,6 +4,8 @@ train the same loss curve as one device at the same global batch; the run file s
 
 The training runs in `batchlab sweep` children (this test process never imports TensorFlow)."""
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -70,6 +72,8 @@ def test_report_prints_the_scaling_line(sweeps):
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if "2 replicas at global batch 64" in line]
     assert len(lines) == 1 and "efficient" in lines[0], result.stdout
+    as_json = json.loads(batchlab("report", sweeps[2], "--json", "--scaling-with", sweeps[1]).stdout)
+    assert as_json["scaling"] == [lines[0].removeprefix("- ")]
     alone = batchlab("report", sweeps[2], env={"COLUMNS": "400"})
     assert "add replicas 1 to the comparison" in alone.stdout
     assert "replicas at global batch" not in batchlab("report", sweeps[1]).stdout
