@@ -82,11 +82,11 @@ class ScalingRow:
         self.check()
         n, speedup, efficiency = self.point.replicas, self.speedup, self.efficiency
         if speedup < 1:
-            relation = f"{1 / speedup:.2g}x less throughput than one (a slowdown; {efficiency:.0%} efficient)"
+            relation = f"{_times(1 / speedup)} less throughput than one (a slowdown; {efficiency:.0%} efficient)"
         elif efficiency > 1.005:
-            relation = f"{speedup:.2g}x the throughput of one ({efficiency:.0%} efficient: more than linear)"
+            relation = f"{_times(speedup)} the throughput of one ({efficiency:.0%} efficient: more than linear)"
         else:
-            relation = f"{speedup:.2g}x the throughput of one ({efficiency:.0%} efficient)"
+            relation = f"{_times(speedup)} the throughput of one ({efficiency:.0%} efficient)"
         fixed = f"per-replica batch {self.batch:,}" if self.kind == WEAK else f"global batch {self.batch:,}"
         text = f"{n} replicas at {fixed}: {relation}"
         sync = self.sync_per_step
@@ -98,6 +98,12 @@ class ScalingRow:
         if math.isfinite(reached) and math.isfinite(base) and reached > 0:
             text += f"; time to target {duration(reached)} against {duration(base)} on one"
         return text
+
+
+def _times(ratio: float) -> str:
+    """A ratio in two significant digits ("3.2x"), three where two would round it to 1 ("1.04x", not "1x")."""
+    text = f"{ratio:.2g}"
+    return f"{ratio:.3g}x" if text == "1" else f"{text}x"
 
 
 def run_replicas(attrs: dict) -> int:

@@ -108,3 +108,9 @@ def test_the_explanation_compares_a_sweep_with_other_replicas_files():
     assert [p for p in paragraphs if "replicas at" in p] == expected
     assert not any(p.startswith("Scaling:") for p in paragraphs)
     assert not any("replica" in p for p in explain_sweep(one))  # one replica alone: nothing about scaling
+
+
+def test_a_ratio_near_one_keeps_a_third_digit():
+    """A 4% slowdown reads "1.04x less", not "1x less" beside an efficiency of 48%."""
+    lines = scaling_lines(_sweep([(1, 64, 0, 0.010), (2, 128, 0, 0.0208)]).ordered_runs())
+    assert lines[0].startswith("2 replicas at per-replica batch 64: 1.04x less throughput than one (a slowdown; 48%")
