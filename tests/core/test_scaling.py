@@ -114,3 +114,13 @@ def test_a_ratio_near_one_keeps_a_third_digit():
     """A 4% slowdown reads "1.04x less", not "1x less" beside an efficiency of 48%."""
     lines = scaling_lines(_sweep([(1, 64, 0, 0.010), (2, 128, 0, 0.0208)]).ordered_runs())
     assert lines[0].startswith("2 replicas at per-replica batch 64: 1.04x less throughput than one (a slowdown; 48%")
+
+
+def test_logical_cpu_replicas_are_said_to_share_the_cores():
+    """On logical CPU devices the longer step includes the replicas competing for the cores; the line says so."""
+    data = _sweep([(1, 64, 0, 0.010), (2, 128, 0, 0.0125)])
+    for run in data.ordered_runs():
+        run.attrs["device"] = "cpu"
+    line = scaling_lines(data.ordered_runs())[0]
+    assert "a step took 2.5 ms longer than one replica's (logical CPU devices: the replicas share" in line
+    assert "all-reduce and the replicas' waits" not in line
