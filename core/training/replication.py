@@ -10,11 +10,10 @@ Training child only (imports TensorFlow); the setting is `replicas` (core/settin
   `strategy.run`, an `accuracy` metric's variables fail with "You must feed a value for placeholder tensor
   'cond/.../Placeholder'" (measured with TF 2.21, Keras 3.15).
 - The step: the pipeline makes the global batch as on one device (its fetch and starvation are timed as
-  before); inside the compiled step each replica takes its contiguous share (replica i: samples
-  [i*n/R, (i+1)*n/R)) and runs the model's own `train_step`. Keras divides each replica's loss by the replicas
-  and the optimizer sums the gradients over them, so one update is the mean gradient of the global batch,
-  as on one device. On GPUs this copies the whole batch to every replica before slicing (a distributed
-  dataset would copy only each share: not done).
+  before); the compiled step cuts it on the host into contiguous shares (replica i: samples
+  [i*n/R, (i+1)*n/R)), so each replica's device receives its own share only, and each replica runs the
+  model's own `train_step` on its share. Keras divides each replica's loss by the replicas and the optimizer
+  sums the gradients over them, so one update is the mean gradient of the global batch, as on one device.
 - Unequal shares (an epoch's last batch when it does not divide by the replicas) get a sample weight that
   makes the update the global batch's mean gradient: Keras alone would average the replicas' share means.
 - What is recorded per step is the global batch's: the loss is its mean (regularisation added once), every
@@ -32,6 +31,7 @@ from batchlab.core.errors import SpecError
 
 MIRRORED = "MirroredStrategy"
 ONE_DEVICE = "none"  # the run file's `strategy` of a run on one device (no tf.distribute strategy)
+HOST = "/cpu:0"  # where tf.data leaves a batch
 
 
 def configure_devices(device: str, replicas: int) -> None:
@@ -81,17 +81,17 @@ def replicated_step(model: Any, strategy: Any) -> Callable:
     loss and metrics (each replica's value weighted by its share of the samples)."""
     replicas = strategy.num_replicas_in_sync
 
-    def share(x, y):
-        context = tf.distribute.get_replica_context()
-        n = tf.shape(x)[0]
-        i = context.replica_id_in_sync_group
-        start, end = (i * n) // replicas, ((i + 1) * n) // replicas
-        weight = tf.cast(end - start, tf.float32)
+    def share(xs, ys, n):
+        # MirroredStrategy traces this once per replica: its id is a constant, so it picks its own share
+        i = int(tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group))
+        x, y = xs[i], ys[i]
+        count = tf.shape(x)[0]
+        weight = tf.cast(count, tf.float32)
         # Keras averages each replica's loss over its own share and divides by the replicas, which weights
         # unequal shares (an epoch's last batch) equally; this sample weight (1 for equal shares) makes the
         # update the mean gradient over the global batch, as on one device.
-        sample_weight = tf.fill([end - start], weight * replicas / tf.cast(n, tf.float32))
-        logs = model.train_step((x[start:end], y[start:end], sample_weight))
+        sample_weight = tf.fill([count], weight * replicas / tf.cast(n, tf.float32))
+        logs = model.train_step((x, y, sample_weight))
         for metric in model.metrics:
             metric.reset_state()
         # the loss: replicas x this share's part of the global mean (reduced below by / replicas); the
@@ -99,7 +99,12 @@ def replicated_step(model: Any, strategy: Any) -> Callable:
         return {k: tf.cast(v, tf.float32) * (1.0 if k == "loss" else weight) for k, v in logs.items()}, weight
 
     def step(x, y):
-        weighted, weights = strategy.run(share, args=(x, y))
+        n = tf.shape(x)[0]
+        bounds = [(i * n) // replicas for i in range(replicas + 1)]
+        with tf.device(HOST):  # cut where the pipeline left the batch: each replica's device gets its share only
+            xs = tuple(x[bounds[i] : bounds[i + 1]] for i in range(replicas))
+            ys = tuple(y[bounds[i] : bounds[i + 1]] for i in range(replicas))
+        weighted, weights = strategy.run(share, args=(xs, ys, n))
         total = strategy.reduce(tf.distribute.ReduceOp.SUM, weights, axis=None)
         per_replica = {"loss": float(replicas)}
         return {
