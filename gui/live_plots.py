@@ -9,7 +9,6 @@ long the run. Only the visible tab is drawn; a hidden one catches up when it is 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -21,6 +20,7 @@ from batchlab.gui import memory_plot
 from batchlab.gui.batch_marks import BatchMarks
 from batchlab.gui.epoch_bars import EpochBars
 from batchlab.gui.eval_marks import EvalMarks
+from batchlab.gui.finished_curves import KEEP_OWN, FinishedCurves, GroupKey
 from batchlab.gui.live_series import (
     BATCH_LEGEND,
     EVAL_PLOTS,
@@ -31,11 +31,11 @@ from batchlab.gui.live_series import (
     SERIES,
     STYLE_LEGEND,
     RunKey,
-    examples_done,
     examples_seen,
 )
 from batchlab.gui.live_status import SweepPosition
 from batchlab.gui.memory_plot import MEMORY_SERIES, RSS_BASE
+from batchlab.gui.planned_range import planned_epochs, planned_x
 from batchlab.gui.plot_style import (
     PLOT_COLOURS,
     SOURCE_LABELS,
@@ -54,9 +54,6 @@ from batchlab.gui.sticky_view import StickyViewBox
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
-
-# The time axis's planned end is a forecast: this much past it, for validation pauses and slower steps ahead.
-TIME_SLACK = 1.15
 
 
 class LivePlots(QWidget):
@@ -108,7 +105,11 @@ class LivePlots(QWidget):
         self.running = RunningEpochMarks(self.plots, colours)  # the running epoch's hollow markers
         self._snapshot: dict[RunKey, tuple[int, int, int]] = {}  # rows of (steps, epochs, evals) to draw
         self.position = SweepPosition(clock)  # what the main sweep was doing at the last snapshot, and since when
-        self._legend_named: set[tuple[str, str, int]] = set()
+        # (plot, source, batch size) -> its legend entry's sample: legend only, so a run's curve can go (see below)
+        self._batch_legend: dict[tuple[str, str, int], pg.PlotDataItem] = {}
+        # Runs that ended long ago are drawn by their batch size's group curve (gui/finished_curves.py)
+        self.finished = FinishedCurves()
+        self._recent: dict[str, set[int]] = {}  # source -> the ended runs that keep their own curves
         self._style_named: dict[str, pg.PlotDataItem] = {}  # series -> its grey legend sample
         self._memory_label = ""
         self._expected_memory: set[str] = set()  # memory columns the live main sweep will draw (see _prepare)
@@ -148,12 +149,12 @@ class LivePlots(QWidget):
     def set_source(self, source: str, data: SweepData | None) -> None:
         """Show this sweep as `source` ("main" or "compare"), replacing what was there."""
         for key in [k for k in self._curves if k[0] == source]:
-            curve = self._curves.pop(key)
-            plot = self.plots[SERIES[key[2]][0]].getPlotItem()
-            plot.removeItem(curve)
-            plot.legend.removeItem(curve)
+            self._drop_curve(key)
+        self.finished.remove_source(source, self._remove_item)
+        for key in [k for k in self._batch_legend if k[1] == source]:
+            self.plots[key[0]].getPlotItem().legend.removeItem(self._batch_legend.pop(key))
+        self._recent.pop(source, None)
         self.running.remove(source)
-        self._legend_named = {n for n in self._legend_named if n[1] != source}
         self.bars.remove(source)
         self.evals.remove(self.plots, source)
         self.batch_marks.remove(self.plots, source)
@@ -206,6 +207,26 @@ class LivePlots(QWidget):
             for run in data.runs.values()
         }
         self.position.note(self.sources.get("main"), self._main_steps)
+        for source, data in self.sources.items():
+            ended = [i for i, run in data.runs.items() if run.status not in ("pending", "running")]
+            recent = set(sorted(ended)[-KEEP_OWN:])
+            left = self._recent.get(source, set()) - recent
+            self._recent[source] = recent
+            if left:  # now long ago: drawn again, into their groups
+                self._forget_drawn({(source, index) for index in left})
+
+    def _forget_drawn(self, keys: set[RunKey]) -> None:
+        """These runs are drawn again in every plot at its next update (own curve or group changes)."""
+        self._drawn = {k: v for k, v in self._drawn.items() if k[:2] not in keys}
+        self._curve_content = {k: v for k, v in self._curve_content.items() if k[:2] not in keys}
+
+    def _in_group(self, source: str, run: RunData) -> bool:
+        """True where a run is drawn by its batch size's group curve: ended, not recent, not selected."""
+        return (
+            run.status not in ("pending", "running")
+            and run.index not in self._recent.get(source, ())
+            and (source, run.index) not in self.selection
+        )
 
     def _rows(self, source: str, run: RunData, table: str) -> int:
         steps, epochs, evals = self._snapshot.get((source, run.index), (0, 0, 0))
@@ -284,13 +305,18 @@ class LivePlots(QWidget):
                 runs_changed = drawn or source not in self._bars_drawn
                 self._bars_drawn.add(source)
             changed = changed or runs_changed
+        if plot_id != "epoch_split":
+            series = {name for name, spec in SERIES.items() if spec[0] == plot_id}
+            points = self.finished.flush(series, self._group_item, self._remove_item)
+            self.set_points[plot_id] = self.set_points.get(plot_id, 0) + points
+            changed = changed or bool(points)
         view.sticky = sticky
         if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
-            view.x_upper = self._planned_epochs()  # no empty epoch tick past the last one planned
+            view.x_upper = planned_epochs(self.sources)  # no empty epoch tick past the last one planned
         elif plot_id in ("loss_step", "loss_time"):
             # The x range goes straight to the planned end of the runs shown and stays there while they train:
             # growing with headroom, it changed (both axes' text and the grid redrawn) ~10 times a run.
-            view.x_upper = self._planned_x(self.loss_x if plot_id == "loss_step" else "wall_time")
+            view.x_upper = planned_x(self.sources, self._rows, self.loss_x if plot_id == "loss_step" else "wall_time")
         if changed:
             sync_legend(item)
         if changed or refit:
@@ -326,51 +352,6 @@ class LivePlots(QWidget):
             changed = self._label_memory() or changed
         return changed
 
-    def _planned_x(self, x_axis: str) -> float | None:
-        """The largest x the shown runs plan on a loss plot: steps, examples seen (constant batch only), or on a
-        time axis the time a running run will end at its pace so far (TIME_SLACK over); None while no shown
-        run's plan is known."""
-        ends = []
-        for source, data in self.sources.items():
-            for run in data.runs.values():
-                steps = run.planned_steps()
-                if x_axis == "wall_time":
-                    end = self._time_end(source, run, steps)
-                    if end is not None:
-                        ends.append(end)
-                    continue
-                if x_axis == "step" and steps:
-                    ends.append(float(steps))
-                elif x_axis == "examples" and steps and run.attrs.get("batch_schedule") in (None, "constant"):
-                    samples, per_epoch = run.attrs.get("samples"), run.steps_per_epoch
-                    if samples and per_epoch:  # whole epochs of `samples`, and a part of the last one
-                        epochs, within = divmod(steps, per_epoch)
-                        ends.append(float(examples_done(epochs, within, run.batch_size, int(samples))))
-        return max(ends) if ends else None
-
-    def _time_end(self, source: str, run: RunData, planned: int | None) -> float | None:
-        """When (run-relative seconds) a run's last step will be: its last step's time if it has ended, else
-        its steps so far extrapolated to the planned steps (from the second step on: the first one traces)."""
-        n = self._rows(source, run, "steps")
-        if not n:
-            return None
-        times = run.steps["wall_time"]
-        last = float(times[n - 1])
-        if run.status != "running":
-            return last if math.isfinite(last) else None
-        if not planned or n < 3 or planned <= n:
-            return None
-        pace = (last - float(times[0])) / (n - 1)
-        end = last + (planned - n) * pace * TIME_SLACK
-        return end if math.isfinite(end) and end > last else None
-
-    def _planned_epochs(self) -> float | None:
-        """The most epochs the shown runs plan (x of the per-epoch plots), over those whose plan is known (a run
-        yet to start tells it at its start; one that plans more widens the range then); None if none is."""
-        planned = [run.epochs_planned for data in self.sources.values() for run in data.runs.values()]
-        known = [p for p in planned if p]
-        return float(max(known)) if known else None
-
     def _draw_run(self, source: str, run: RunData, only_plot: str) -> bool:
         """Set this run's curves in one plot; True if that shows: new data or a new legend entry.
 
@@ -397,7 +378,10 @@ class LivePlots(QWidget):
             # its epoch curves change only at an epoch's end: those are not set again (a setData costs ~2 ms).
             content = (n, x_axis, self.log_x, run.attrs.get(RSS_BASE) if y_col == RSS_BASE else None)
             key = (source, run.index, series)
-            if key in self._curves and self._curve_content.get(key) == content:
+            grouped = self._in_group(source, run)
+            group = (source, series, run.batch_size)
+            drawn = self.finished.has(group, run.index) if grouped else key in self._curves
+            if drawn and self._curve_content.get(key) == content:
                 continue
             self._curve_content[key] = content
             if table == "steps":
@@ -410,10 +394,20 @@ class LivePlots(QWidget):
             else:
                 x = np.asarray(run.epochs["epoch"][:n], dtype=float) + 1
                 y = np.asarray(run.epochs[y_col][:n], dtype=float)
+            shown = True
+            if grouped:  # its points go to the group's curve (drawn once per update, see update_plot)
+                self._drop_curve(key)
+                self.finished.put(group, run.index, x, y, thin=table == "steps")
+                if table == "steps" and self._rows(source, run, "steps") and plot_id == "loss_time":
+                    self._envelopes.pop((source, run.index), None)  # both step plots have its points now
+                continue
+            self.finished.discard(group, run.index)
             curve = self._curve(source, run, series, plot_id, symbol, style)
             curve.setData(x, y, connect="finite")
             self.set_points[plot_id] = self.set_points.get(plot_id, 0) + len(x)
-            shown = True
+        if self._in_group(source, run):  # a curve made ahead of data that never came (a memory reading)
+            for key in [k for k in self._curves if k[:2] == (source, run.index) and SERIES[k[2]][0] == only_plot]:
+                self._drop_curve(key)
         if only_plot in (*PROVISIONAL, "memory"):
             dimmed = bool(self.selection) and (source, run.index) not in self.selection
             shown = self.running.draw(source, run, only_plot, self._running_epoch(source, run), dimmed) or shown
@@ -503,16 +497,12 @@ class LivePlots(QWidget):
         key = (source, run.index, series)
         curve = self._curves.get(key)
         if curve is None:
-            name = None
-            legend_key = (plot_id, source, run.batch_size)
-            if plot_id in BATCH_LEGEND and legend_key not in self._legend_named:
-                self._legend_named.add(legend_key)
-                name = f"batch {run.batch_size}{SOURCE_LABELS[source]}"
+            if plot_id in BATCH_LEGEND:
+                self._add_batch_legend(plot_id, source, run.batch_size)
             # Step curves (no symbols) are drawn without antialiasing, which costs several times
             # more, and with a thin pen (see run_pen).
             many_points = symbol is None
             curve = pg.PlotDataItem(
-                name=name,
                 symbol=symbol,
                 symbolSize=6,
                 antialias=not many_points,
@@ -529,13 +519,52 @@ class LivePlots(QWidget):
                 part.setCacheMode(part.CacheMode.DeviceCoordinateCache)
         return curve
 
+    def _add_batch_legend(self, plot_id: str, source: str, batch_size: int) -> None:
+        """One legend entry per batch size and sweep (not per run), with a sample of its own: the runs' curves
+        may go into their group's (gui/finished_curves.py) while the entry stays."""
+        key = (plot_id, source, batch_size)
+        if key in self._batch_legend:
+            return
+        sample = self._batch_legend[key] = pg.PlotDataItem()
+        sample.run_key, sample.pen_style, sample.many_points = None, None, False
+        self._style_curve(sample, batch_size, compare=source == "compare")
+        self.plots[plot_id].getPlotItem().legend.addItem(sample, f"batch {batch_size}{SOURCE_LABELS[source]}")
+
+    def _drop_curve(self, key: tuple[str, int, str]) -> None:
+        """Take a run's own curve out of its plot (its points are in its group now, or its sweep went)."""
+        curve = self._curves.pop(key, None)
+        if curve is not None:
+            self._remove_item(curve)
+
+    def _remove_item(self, curve: pg.PlotDataItem) -> None:
+        view = curve.getViewBox()
+        for widget in self.plots.values():
+            if widget.getPlotItem().getViewBox() is view:
+                widget.getPlotItem().removeItem(curve)
+
+    def _group_item(self, group: GroupKey) -> pg.PlotDataItem:
+        """The one curve of a group of ended runs: styled as its batch size, dimmed while runs are selected."""
+        source, series, batch_size = group
+        plot_id, _x, _y, _table, symbol, style = SERIES[series]
+        many_points = symbol is None
+        curve = pg.PlotDataItem(symbol=symbol, symbolSize=6, antialias=not many_points)
+        curve.run_key, curve.pen_style, curve.many_points = (source, -1), style, many_points
+        item = self.plots[plot_id].getPlotItem()
+        item.addItem(curve)
+        # runs one after another: x goes back at each, which clipping and auto-downsampling take for one run
+        curve.setClipToView(False)
+        curve.setDownsampling(ds=1, auto=False)
+        self._style_curve(curve, batch_size)
+        return curve
+
     def _label_memory(self) -> bool:
         """On a CPU (host RSS the only reading) the axis says what it is: the whole training process's RSS.
 
         Where each run's RSS before training is drawn, the axis spans from that baseline (the part
         that depends on the batch size shows); otherwise it starts at zero. True if the label or anchor changed.
         """
-        columns = {SERIES[s][2] for (_src, _i, s), c in self._curves.items() if SERIES[s][0] == "memory"}
+        columns = {SERIES[s][2] for (_src, _i, s) in self._curves if SERIES[s][0] == "memory"}
+        columns |= {SERIES[s][2] for s in self.finished.series() if SERIES[s][0] == "memory"}
         columns |= self._expected_memory  # a live CPU sweep's, labelled before its first epoch ends
         label, from_zero = memory_plot.axis_label(columns)
         changed = label != self._memory_label or from_zero != self._memory_zero.isVisible()
@@ -581,6 +610,7 @@ class LivePlots(QWidget):
         e.g. when a sweep starts: restyling then was a third of that step's ~35 ms)."""
         if set(keys) == self.selection:
             return
+        self._forget_drawn(self.selection ^ set(keys))  # a selected run of long ago gets its own curve back
         self.selection = set(keys)
         self.restyle()
 
@@ -594,6 +624,11 @@ class LivePlots(QWidget):
             if run is not None:
                 dimmed = bool(self.selection) and (source, index) not in self.selection
                 self.running.style(marker, run.batch_size, dimmed)
+        for (source, _series, batch_size), curve in self.finished.items.items():
+            if source in self.sources:
+                self._style_curve(curve, batch_size)
+        for (_plot, source, batch_size), sample in self._batch_legend.items():
+            self._style_curve(sample, batch_size, compare=source == "compare")
         for series in self._style_named:
             self._style_sample(series)
         self.bars.restyle_legend()
@@ -608,12 +643,17 @@ class LivePlots(QWidget):
             return
         self.refresh()
 
-    def _style_curve(self, curve: pg.PlotDataItem, batch_size: int) -> None:
+    def _style_curve(self, curve: pg.PlotDataItem, batch_size: int, compare: bool | None = None) -> None:
+        """A run's (or group's) pen; a legend sample (run_key None) is never dimmed."""
         colour = self.colours.colour(batch_size)
         key = curve.run_key
-        dimmed = bool(self.selection) and key not in self.selection
+        dimmed = key is not None and bool(self.selection) and key not in self.selection
         highlighted = key in self.selection
-        compare = key[0] == "compare"
+        compare = key[0] == "compare" if compare is None else compare
+        looks = (colour.rgba(), compare, dimmed, highlighted)
+        if getattr(curve, "looks", None) == looks:
+            return  # restyling a group's symbols redraws all its points (~10 ms a group at 500 runs)
+        curve.looks = looks
         pen = run_pen(
             colour,
             compare=compare,
@@ -628,9 +668,11 @@ class LivePlots(QWidget):
         curve.setZValue(10 if highlighted else 0)
 
     def curve_count(self, plot_id: str) -> int:
-        """How many run curves with data this plot holds (for tests and the screenshot script)."""
-        return sum(
+        """How many run curves with data this plot draws, own or in their group (tests, the screenshot script)."""
+        own = sum(
             1
             for (_s, _i, series), c in self._curves.items()
             if SERIES[series][0] == plot_id and c.xData is not None and len(c.xData)
         )
+        series = [s for s, spec in SERIES.items() if spec[0] == plot_id]
+        return own + sum(self.finished.runs(source, s) for source in self.sources for s in series)

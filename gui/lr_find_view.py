@@ -48,10 +48,10 @@ STOP_WAIT_MS = 60_000
 
 def is_lr_find_file(path: str) -> bool:
     """True for a run file `batchlab lr-find` wrote (root attribute mode = "lr_find")."""
-    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.runfile.reader import read_root_attrs
     from batchlab.core.sweep.lr_find import LR_FIND_MODE
 
-    return read_run_file(path).attrs.get("mode") == LR_FIND_MODE
+    return read_root_attrs(path).get("mode") == LR_FIND_MODE
 
 
 class LrFindWorker(SweepWorker):

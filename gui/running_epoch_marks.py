@@ -163,6 +163,10 @@ class RunningEpochMarks:
                 self.plots[plot_id].getPlotItem(), TOOLTIPS.get(plot_id, DEFAULT_TOOLTIP)
             )
             self.style(marker, run.batch_size, dimmed)
+        if not points and run.status != "running":  # ended: its epoch rows took the markers' place; they go
+            self.markers.pop(key).remove()
+            self._cache.pop((source, run.index), None)
+            return bool(marker.points)
         if marker.points == points:
             return False  # the memory peaks so far often stay the same for many frames: nothing to redraw
         return marker.set_points(points)

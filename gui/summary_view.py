@@ -100,7 +100,7 @@ class SummaryView(RunChangeView):
         if set(keys) == self.selection:  # the runs table repeats it after each reset of its model
             return
         self.selection = set(keys)
-        self.invalidate()
+        self.invalidate_when_shown()  # hidden, it redraws when shown (4 s of a 500-run file's selection)
 
     def restyle(self) -> None:
         self.invalidate_when_shown()  # new colours (e.g. a sweep's batch sizes as it starts): hidden, when shown

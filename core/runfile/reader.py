@@ -164,6 +164,13 @@ def _open_for_reading(path: Path) -> h5py.File:
         raise RunFileError(f"{path} is not an HDF5 file; {expected}") from None
 
 
+def read_root_attrs(path: str | Path) -> dict[str, Any]:
+    """A run file's root attributes alone (what wrote it, its mode): reading a whole 500-run file to ask one
+    took seconds. Raises RunFileError for anything that is not an HDF5 file we can open."""
+    with _open_for_reading(Path(path)) as f:
+        return {k: _native(v) for k, v in f.attrs.items()}
+
+
 def read_run_file(path: str | Path) -> SweepRecord:
     """Load a whole run file. Raises RunFileError (field "file") for anything that is not one we can read."""
     path = Path(path)

@@ -20,13 +20,11 @@ run's are its own process's, so a child preparing beside it is in neither's figu
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 PREPARED = "prepared"  # the child is ready: {"type": PREPARED, "seconds": s}
 PREPARE_FAILED = "prepare_failed"  # {"type": PREPARE_FAILED, "message": one line}; the child then exits
-TEST_FAIL_PREPARE_ENV = "BATCHLAB_TEST_FAIL_PREPARE"  # a run index: its preparation fails (tests only)
 
 
 class HeldEmit:
@@ -52,13 +50,12 @@ class HeldEmit:
 def prepare(run, conn, tf_device, nvml_index, data, startup):
     """Build `run` and warm its fused call up, sending PREPARED (and returning (built, emit)) or PREPARE_FAILED
     (and returning None). Whatever fails is logged to this child's log, not raised."""
-    from batchlab.core.training import trainer
+    from batchlab.core.training import faults, trainer
 
     emit = HeldEmit()
     t0 = time.perf_counter()
     try:
-        if os.environ.get(TEST_FAIL_PREPARE_ENV) == str(run.index):
-            raise RuntimeError(f"{TEST_FAIL_PREPARE_ENV}={run.index}: a failure injected by a test")
+        faults.fail_if_injected(faults.FAIL_PREPARE_ENV, run.index)
         hooks = trainer.standard_hooks(run.index, emit, tf_device, nvml_index)
         built = trainer.build_run(run, emit, lambda: conn.poll(0), hooks, data, startup)
         warm_up = getattr(built.engine, "warm_up", None)

@@ -9,11 +9,6 @@ from __future__ import annotations
 import traceback
 
 MESSAGE_CHARS = 300
-# Test hook, not a user setting: the run with this index fails (status "error") after run_started, before its
-# first step, in a child that stays alive, so tests can check what follows a failed run. Here, not in the
-# trainer, so that a test can name it without importing TensorFlow into the test process.
-TEST_FAIL_RUN_ENV = "BATCHLAB_TEST_FAIL_RUN"
-
 # Allocator exhaustion as TensorFlow, XLA, cuDNN and the Python runtime word it.
 _OOM_CLASSES = frozenset(("ResourceExhaustedError", "MemoryError", "OutOfMemoryError"))
 _OOM_TEXT = ("RESOURCE_EXHAUSTED", "OOM when allocating")

@@ -26,11 +26,11 @@ from batchlab.core.datasets import load_spec_data, prepare_arrays
 from batchlab.core.events import log_event, now_iso
 from batchlab.core.lr_rules import plan_for
 from batchlab.core.spec import RunSpec
+from batchlab.core.training import faults
 from batchlab.core.training.batch_schedule import BatchSchedule
 from batchlab.core.training.evaluation import Evaluations
 from batchlab.core.training.execution import apply_xla, execution_fields
 from batchlab.core.training.failures import (
-    TEST_FAIL_RUN_ENV,
     Diverged,
     StopRequested,
     classify_failure,
@@ -74,17 +74,6 @@ CALIBRATION_WARMUP = 5  # next() calls that start the calibration pipeline's thr
 CALIBRATION_FETCHES = 20  # timed next() calls; their median is the fetch overhead
 CALIBRATION_PAUSE_S = 0.002  # time given to the prefetch thread to refill the buffer before each timed call
 
-# Test hook, not a user setting: seconds each batch is held up in the input pipeline (a sequential
-# tf.data map that sleeps), so tests can make a pipeline that really starves the step.
-TEST_INPUT_DELAY_ENV = "BATCHLAB_TEST_INPUT_DELAY_S"
-
-
-def _test_input_delay() -> float:
-    try:
-        return max(0.0, float(os.environ.get(TEST_INPUT_DELAY_ENV, "0") or 0))
-    except ValueError:
-        return 0.0
-
 
 def sample_order(samples: int, shuffle: bool, seed: int) -> tf.data.Dataset:
     """The sample indices in training order: 0..samples-1, or a new seeded shuffle on each iteration
@@ -102,7 +91,7 @@ def make_input_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: 
     y_t = tf.convert_to_tensor(y)
     batches = sample_order(x.shape[0], shuffle, seed).batch(batch_size)
     batches = batches.map(lambda i: (tf.gather(x_t, i), tf.gather(y_t, i)), num_parallel_calls=tf.data.AUTOTUNE)
-    delay = _test_input_delay()
+    delay = faults.input_delay()
     if delay > 0:
 
         def slow(xb, yb):
@@ -675,8 +664,7 @@ def train_run(
                 **(startup.fields() if startup is not None else {}),
             }
         )
-        if os.environ.get(TEST_FAIL_RUN_ENV) == str(run.index):
-            raise RuntimeError(f"{TEST_FAIL_RUN_ENV}={run.index}: a failure injected by a test")
+        faults.fail_if_injected(faults.FAIL_RUN_ENV, run.index)
         if setup.batch_plan is None:
             engine.train(planned_epochs, max_steps=planned_steps)
         else:

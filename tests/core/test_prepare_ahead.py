@@ -23,7 +23,7 @@ from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
-from batchlab.core.training.ahead import TEST_FAIL_PREPARE_ENV
+from batchlab.core.training.faults import FAIL_PREPARE_ENV as TEST_FAIL_PREPARE_ENV
 
 from tests.core.test_cli import assert_one_line_error, batchlab
 

@@ -17,7 +17,7 @@ from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import build_spec
 from batchlab.core.sweep import runner as runner_module
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
-from batchlab.core.training.failures import TEST_FAIL_RUN_ENV
+from batchlab.core.training.faults import FAIL_RUN_ENV as TEST_FAIL_RUN_ENV
 
 TINY = {"preset": "mnist-mlp", "samples": 256, "val_samples": 0, "epochs": 1, "device": "cpu"}
 FAILING_RUN = 1  # of batch sizes 16, 32, 64: the batch-32 run fails after its run_started, in a live child

@@ -44,7 +44,7 @@ from batchlab.core.model import SweepData
 from batchlab.core.runfile import FORMAT, FORMAT_VERSION, RunFileError, RunFileWriter
 from batchlab.core.runfile.format import column_values
 from batchlab.core.runfile.layout import STEP_CHUNK
-from batchlab.core.runfile.reader import read_run_file, status_if_writer_gone
+from batchlab.core.runfile.reader import read_root_attrs, read_run_file, status_if_writer_gone
 from batchlab.core.spec import SweepSpec
 from batchlab.core.table import format_table, summary_rows
 from batchlab.core.training.startup import StartupClock
@@ -408,6 +408,17 @@ def _assert_file_error(path: Path, *words: str) -> None:
     assert str(path) in message and "\n" not in message
     for word in words:
         assert word in message
+
+
+def test_root_attributes_alone_are_the_whole_files(tmp_path):
+    """The window asks a file's mode (lr-find or sweep) from its root attributes, without reading its runs."""
+    path = write(tmp_path / "sweep.h5", full_sweep())
+    assert read_root_attrs(path) == read_run_file(path).attrs
+    assert read_root_attrs(path)["format"] == FORMAT
+    text = tmp_path / "notes.h5"
+    text.write_text("batch,loss\n16,0.5\n")
+    with pytest.raises(RunFileError, match="not an HDF5 file"):
+        read_root_attrs(text)
 
 
 def test_reading_files_that_are_not_run_files(tmp_path):

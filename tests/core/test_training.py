@@ -17,6 +17,7 @@ from batchlab.core.figures import steady_throughput
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import build_spec
 from batchlab.core.sweep.runner import SweepRunner, run_sweep
+from batchlab.core.training import faults
 from batchlab.core.training.failures import Diverged, classify_failure, first_line
 from batchlab.core.training.hooks import HookList, NanCheck, StepLog, TracingCounter, tracing_cost
 
@@ -101,7 +102,7 @@ def test_bundled_data_shows_no_input_wait_and_tracing_is_marked(tmp_path):
 
 def test_a_starved_pipeline_shows_real_input_wait(tmp_path, monkeypatch):
     delay = 0.1
-    monkeypatch.setenv("BATCHLAB_TEST_INPUT_DELAY_S", str(delay))  # test hook: each batch takes 0.1 s to make
+    monkeypatch.setenv(faults.INPUT_DELAY_ENV, str(delay))  # test hook: each batch takes 0.1 s to make
     spec = build_spec(
         {"preset": "mnist-mlp", "samples": 256, "val_samples": 0, "epochs": 2, "batch_sizes": "64", "device": "cpu"}
     )

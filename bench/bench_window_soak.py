@@ -1,0 +1,255 @@
+"""The window over a long sweep: its resident memory and the GUI thread's longest stall, run after run.
+
+    .venv/bin/python bench/bench_window_soak.py                 # 240 runs, offscreen, Live tab (~2 min)
+    .venv/bin/python bench/bench_window_soak.py --runs 500 --every 25
+    .venv/bin/python bench/bench_window_soak.py --open 500      # open and compare a 500-run file
+
+No training: tests/gui/soak.py feeds a real MainWindow a sweep of tiny synthetic runs (batch 8 to 256, seeds
+0, 1, ..., 256 samples, 2 epochs) as its sweep worker would, on a simulated clock, with the window's refresh
+ticks and Qt's paints between events. Every --every runs it collects garbage and notes the process's RSS,
+the bytes the runs' own columns hold, and the longest GUI-thread step since the last row (events handed
+over + one refresh tick + the paints it caused: no stall can be shorter). Printed: a table over time and the
+per-run slopes over the second half (target: RSS minus the runs' columns grows <= 0.1 MiB per run).
+
+--real S runs a real sweep (TensorFlow children; mnist-mlp, 256 samples, 1 epoch, batch 8 to 256, seeds 0 to
+S-1) from the window and reads RSS at each run's end; --real S --headless runs the same sweep without a
+window (`run_sweep` in this process: the runner and the one writer alone), to tell the window's share.
+
+--open N writes an N-run file with the real RunFileWriter, then opens it in a fresh window, compares it
+with itself, and switches tabs; every GUI-thread call is timed, and a 10 ms heartbeat timer measures the
+longest gap the event loop saw (target: < 100 ms). Timings vary with the machine's load; memory does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BOUND_MIB_PER_RUN = 0.1
+STALL_TARGET_MS = 100.0
+
+
+def soak(runs: int, every: int, tab: str, screenshot: str | None = None, size: str = "1440x900") -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from tests.gui.soak import growth_beyond_data, rss_mib, slope, soak_window
+
+    app = QApplication.instance() or QApplication(["batchlab-bench"])
+    start = rss_mib()
+    print(f"RSS before the window: {start:.1f} MiB; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'runs':>5} {'RSS MiB':>9} {'columns MiB':>12} {'RSS-columns':>12} {'longest step ms':>16}")
+
+    def show(s):
+        print(f"{s.runs:5d} {s.rss_mib:9.1f} {s.data_mib:12.2f} {s.rss_mib - s.data_mib:12.1f} {s.longest_ms:16.0f}")
+
+    t0 = time.monotonic()
+    window, samples = soak_window(app, runs, every=every, tab=tab, on_sample=show)
+    elapsed = time.monotonic() - t0
+    half = samples[len(samples) // 2 :]
+    rss_slope = slope(half, lambda s: s.rss_mib)
+    data_slope = slope(half, lambda s: s.data_mib)
+    beyond = growth_beyond_data(samples)
+    print(f"{runs} runs in {elapsed:.0f} s; tab {tab}; load average at the end {os.getloadavg()[0]:.1f}")
+    print(
+        f"per run over runs {half[0].runs}-{half[-1].runs}: RSS {rss_slope:.3f} MiB, the runs' columns "
+        f"{data_slope:.3f} MiB, beyond them {beyond:.3f} MiB (target <= {BOUND_MIB_PER_RUN})"
+    )
+    print(f"longest GUI-thread step: {max(s.longest_ms for s in samples):.0f} ms")
+    items = {name: len(w.getPlotItem().items) for name, w in window.live.plots.items()}
+    print(f"live plot items at the end: {items}")
+    if screenshot:
+        take_screenshots(app, window, screenshot, size)
+    window.close()
+    return 0 if beyond <= BOUND_MIB_PER_RUN else 1
+
+
+def take_screenshots(app, window, path: str, size: str) -> None:
+    """The window after the soak (PATH, at `size`), and at 1024x700 with run 7 selected in the table
+    (PATH-selected.png): a run of long ago gets its own highlighted curve over the dimmed groups."""
+    width, height = (int(v) for v in size.split("x"))
+    window.resize(width, height)
+    window.refresh(full=True)
+    for _ in range(10):
+        app.processEvents()
+    save(window, path)
+    window.resize(1024, 700)  # the smallest window BatchLab fits
+    window.table.selectRow(7)
+    window.refresh(full=True)
+    for _ in range(10):
+        app.processEvents()
+    selected = str(Path(path).with_suffix("")) + "-selected.png"
+    save(window, selected)
+    print(f"screenshots: {path}, {selected}")
+
+
+def save(window, path: str) -> None:
+    """The window as a PNG of 256 colours (as scripts/screenshots.py keeps them), where ImageMagick is there."""
+    window.grab().save(path)
+    magick = shutil.which("magick") or shutil.which("convert")
+    if magick is not None:
+        subprocess.run([magick, path, "+dither", "-colors", "256", f"PNG8:{path}"], check=True)
+
+
+REAL_SPEC = {"preset": "mnist-mlp", "samples": "256", "val_samples": "64", "epochs": "1", "device": "cpu"}
+
+
+def real_sweep(seeds: int, headless: bool) -> int:
+    """A real sweep's RSS at each run_ended, from the window or headless; prints the slope over the second half."""
+    from tests.gui.soak import SOAK_BATCH_SIZES, rss_mib, runs_data_mib
+
+    values = {
+        **REAL_SPEC,
+        "batch_sizes": ", ".join(map(str, SOAK_BATCH_SIZES)),
+        "seeds": ",".join(map(str, range(seeds))),
+    }
+    out = str(Path(tempfile.mkdtemp()) / "real.h5")
+    rows: list[tuple[int, float, float]] = []
+    t0 = time.monotonic()
+    if headless:
+        from batchlab.core.spec import build_spec
+        from batchlab.core.sweep.runner import run_sweep
+
+        def sink(event: dict) -> None:
+            if event.get("type") == "run_ended":
+                rows.append((len(rows) + 1, rss_mib(), 0.0))
+
+        run_sweep(build_spec(values), out, sink=sink)
+    else:
+        from batchlab.gui.main_window import MainWindow
+        from PySide6.QtCore import QSettings
+        from PySide6.QtTest import QTest
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication.instance() or QApplication(["batchlab-bench"])  # noqa: F841 (kept alive)
+        window = MainWindow(QSettings(tempfile.mktemp(suffix=".ini"), QSettings.Format.IniFormat))
+        window.resize(1440, 900)
+        window.show()
+        window.setup.set_values(values)
+        window.setup.out.setText(out)
+
+        def on_events(batch: list) -> None:
+            for event in batch:
+                if event.get("type") == "run_ended":
+                    rows.append((len(rows) + 1, rss_mib(), runs_data_mib(window.data)))
+
+        window.actions["run"].trigger()
+        if not window.running:
+            print(f"the sweep did not start: {window.setup.errors}")
+            return 2
+        window.worker.events.connect(on_events)
+        while window.running:
+            QTest.qWait(50)
+        window.close()
+    where = "headless" if headless else "from the window"
+    print(f"{len(rows)} real runs {where} in {time.monotonic() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}")
+    for run, rss, data in rows[:: max(1, len(rows) // 12)]:
+        print(f"  run {run:3d}: RSS {rss:6.1f} MiB, the runs' columns {data:.2f} MiB")
+    half = rows[len(rows) // 2 :]
+    xs, ys = [r for r, _rss, _d in half], [rss - d for _r, rss, d in half]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    per_run = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    print(f"per run over runs {xs[0]}-{xs[-1]}: RSS beyond the runs' columns {per_run:.3f} MiB")
+    return 0
+
+
+def open_and_compare(runs: int) -> int:
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from tests.gui.soak import SOAK_BATCH_SIZES, SOAK_EPOCHS, SOAK_SAMPLES, rss_mib
+    from tests.gui.synthetic import write_run_file
+
+    app = QApplication.instance() or QApplication(["batchlab-bench"])
+    folder = Path(tempfile.mkdtemp())
+    seeds = range(-(-runs // len(SOAK_BATCH_SIZES)))
+    t0 = time.monotonic()
+    path = write_run_file(
+        folder / "big.h5", batch_sizes=SOAK_BATCH_SIZES, seeds=seeds, epochs=SOAK_EPOCHS, samples=SOAK_SAMPLES
+    )
+    print(f"wrote {len(seeds) * len(SOAK_BATCH_SIZES)} runs in {time.monotonic() - t0:.1f} s: {path}")
+    from batchlab.gui.main_window import MainWindow
+
+    window = MainWindow(QSettings(str(folder / "s.ini"), QSettings.Format.IniFormat))
+    window.resize(1440, 900)
+    window.show()
+    for _ in range(5):
+        app.processEvents()
+    gaps: list[float] = []
+    last = [time.perf_counter()]
+
+    def beat() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    heartbeat = QTimer()
+    heartbeat.timeout.connect(beat)
+    heartbeat.start(10)
+    timed: list[tuple[str, float]] = []
+
+    def call(name, fn) -> None:
+        t = time.perf_counter()
+        fn()
+        timed.append((name, 1000 * (time.perf_counter() - t)))
+        settle(0.3)
+
+    def settle(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            app.processEvents()
+            time.sleep(0.002)
+
+    before = rss_mib()
+    settle(0.2)
+    call("open", lambda: window.open_file(path))
+    settle(1.5)  # the last frame draws one plot per tick
+    call("compare", lambda: window.open_compare(path))
+    settle(1.5)
+    for index in range(window.views.count()):
+        call(f"tab {window.views.tabText(index)}", lambda index=index: window.views.setCurrentIndex(index))
+    window.views.setCurrentIndex(0)
+    settle(0.5)
+    call("select a run", lambda: window.table.selectRow(3))
+    settle(0.5)
+    heartbeat.stop()
+    for name, ms in timed:
+        print(f"  {name:>16}: {ms:6.0f} ms (the call itself)")
+    longest = 1000 * max(gaps) - 10
+    print(f"longest heartbeat gap beyond its 10 ms: {longest:.0f} ms (target < {STALL_TARGET_MS:.0f})")
+    print(f"RSS: {before:.1f} -> {rss_mib():.1f} MiB; load average {os.getloadavg()[0]:.1f}")
+    window.close()
+    return 0 if longest < STALL_TARGET_MS else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=240, help="runs in the soak")
+    parser.add_argument("--every", type=int, default=20, help="a row every this many runs")
+    parser.add_argument("--tab", default="live", choices=("live", "summary_splitter", "analysis"), help="tab shown")
+    parser.add_argument("--screenshot", metavar="PNG", help="save the window after the soak (and with a run selected)")
+    parser.add_argument("--size", default="1440x900", help="the window's size for --screenshot")
+    parser.add_argument("--real", type=int, default=0, metavar="S", help="a real sweep of seeds 0..S-1 instead")
+    parser.add_argument("--headless", action="store_true", help="with --real: the same sweep without a window")
+    parser.add_argument("--open", type=int, default=0, metavar="N", help="open and compare an N-run file instead")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if args.real:
+        return real_sweep(args.real, args.headless)
+    if args.open:
+        return open_and_compare(args.open)
+    return soak(args.runs, args.every, args.tab, args.screenshot, args.size)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

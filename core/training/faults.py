@@ -1,0 +1,35 @@
+"""The one test seam of the training child: faults a test injects through environment variables.
+
+Not user settings, and documented here only: a test sets a variable in its own process, and the training
+processes it starts (fork server, forked and fresh children) inherit it. TensorFlow-free, so a test names
+them without loading TensorFlow.
+
+- BATCHLAB_TEST_FAIL_RUN=N: run N fails (status "error") after run_started, before its first step, in a
+  child that stays alive (tests/core/test_reused_children.py: what follows a failed run).
+- BATCHLAB_TEST_FAIL_PREPARE=N: preparing run N ahead fails (tests/core/test_prepare_ahead.py).
+- BATCHLAB_TEST_INPUT_DELAY_S=S: every batch is held up S seconds in the input pipeline (a sequential
+  tf.data map that sleeps), a pipeline that really starves the step (tests/core/test_training.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+FAIL_RUN_ENV = "BATCHLAB_TEST_FAIL_RUN"
+FAIL_PREPARE_ENV = "BATCHLAB_TEST_FAIL_PREPARE"
+INPUT_DELAY_ENV = "BATCHLAB_TEST_INPUT_DELAY_S"
+
+
+def fail_if_injected(name: str, run_index: int) -> None:
+    """Raise the failure a test asked for with the variable `name` (FAIL_RUN_ENV, FAIL_PREPARE_ENV) for this
+    run; nothing otherwise."""
+    if os.environ.get(name) == str(run_index):
+        raise RuntimeError(f"{name}={run_index}: a failure injected by a test")
+
+
+def input_delay() -> float:
+    """Seconds each batch is held up (INPUT_DELAY_ENV; 0 when unset or not a number)."""
+    try:
+        return max(0.0, float(os.environ.get(INPUT_DELAY_ENV, "0") or 0))
+    except ValueError:
+        return 0.0
