@@ -78,6 +78,13 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="a file of batchlab profile: how far its predicted best batch was from this sweep's",
     )
+    report.add_argument(
+        "--scaling-with",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="run files of the same sweep at other --replicas: the scaling lines compare their throughput",
+    )
     info = sub.add_parser("info", help="print versions and the devices TensorFlow sees")
     info.add_argument("--peak", action="store_true", help="measure the device's matmul peak (FLOP/s) and cache it")
     info.add_argument("--device", default="auto", help="with --peak: auto (default), cpu or gpu:N")
@@ -282,8 +289,9 @@ def _print_seed_table(rows: list[dict[str, Any]]) -> None:
         print(format_seed_table(rows))
 
 
-def _print_explanation(sweep) -> None:
-    """Why the times and memory came out as they did (core/analysis/explain.py), one paragraph per point."""
+def _print_explanation(sweep, others=()) -> None:
+    """Why the times and memory came out as they did (core/analysis/explain.py), one paragraph per point;
+    `others`: sweeps at other replicas for the scaling lines."""
     import textwrap
 
     from batchlab.core.analysis.explain import explain_sweep
@@ -292,7 +300,7 @@ def _print_explanation(sweep) -> None:
     peak = cached_peak(sweep.environment.get("device_description", ""))
     print()
     print("Why the times and memory came out this way:")
-    for paragraph in explain_sweep(sweep, peak_flops=peak):
+    for paragraph in explain_sweep(sweep, peak_flops=peak, others=others):
         print(textwrap.fill(paragraph, text_width(), initial_indent="- ", subsequent_indent="  "))
 
 
@@ -416,6 +424,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _report_lr_find(args)
     sweep = SweepData.from_file(args.file)  # the same model, and so the same figures, as the window
     profile = _read_profile(args.profile) if args.profile is not None else None  # a bad file: one line, first
+    others = [SweepData.from_file(path) for path in getattr(args, "scaling_with", [])]
     rows = summary_rows(sweep)
     if args.json:
         from batchlab.core.analysis.analyse import analyse
@@ -424,6 +433,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         if sweep.left_out_note:
             payload["sweep"]["left_out"] = sweep.left_out_note
         payload["analysis"] = analyse(sweep, profile).as_dict()
+        from batchlab.core.analysis.explain import explain_scaling
+
+        payload["scaling"] = explain_scaling(sweep, others)  # the explanation's scaling lines (docs/scaling.md)
         payload.update(_profile_json(args.file, sweep))
         print(json.dumps(payload, indent=2, default=str))
         return EXIT_OK
@@ -442,7 +454,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _print_batch_changes(sweep)
     _print_seed_table(rows)
     print_time_account(sweep)
-    _print_explanation(sweep)
+    _print_explanation(sweep, others)
     _print_analysis(sweep, profile)  # with a profile, its recommendation says how far the prediction was off
     _print_metrics_table(rows)
     _print_noise_scale(sweep)

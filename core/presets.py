@@ -31,6 +31,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "xla": False,  # compile the train step with XLA (jit_compile)
     "mixed_precision": False,  # mixed_float16 with loss scaling (GPU only)
     "tf_threads": 0,  # the training child's TensorFlow threads; 0: TensorFlow's default
+    "replicas": 1,  # data-parallel replicas (MirroredStrategy) each run trains on; 1: one device
     "prepare_ahead": False,  # fused runs: the next run's child prepares (builds, compiles) while this one trains
     "abort_losers": False,  # with a target: stop runs that can no longer reach it sooner than the best so far
     "lr_from": None,  # an lr-find run file whose suggested rate per batch size replaces lr

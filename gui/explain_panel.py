@@ -2,7 +2,8 @@
 
 The text is `explain_sweep(sweep, peak_flops=cached_peak(device))`, the CLI's own call, recomputed
 when a run starts or ends (the sweep's summary_version) and only while the tab is shown. Only the
-main sweep is explained, not a comparison.
+main sweep is explained; an opened comparison enters only its scaling lines (`explain_sweep(..., others=)`,
+as `batchlab report FILE --scaling-with OTHER`): a sweep at other --replicas to compare throughput with.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ TITLE = "Why the times and memory came out this way"
 WAITING = "The explanation appears here once runs have ended (the same text as `batchlab report`)."
 
 
-def explanation(sweep: SweepData) -> list[str]:
-    """The paragraphs `batchlab sweep` and `report` print for this sweep (peak FLOP/s from the device's cache)."""
+def explanation(sweep: SweepData, others: tuple[SweepData, ...] = ()) -> list[str]:
+    """The paragraphs `batchlab sweep` and `report` print for this sweep (peak FLOP/s from the device's cache);
+    `others`: sweeps whose runs the scaling lines compare with (report's --scaling-with)."""
     peak = cached_peak(sweep.environment.get("device_description", ""))
-    return explain_sweep(sweep, peak_flops=peak)
+    return explain_sweep(sweep, peak_flops=peak, others=others)
 
 
 class ExplanationPanel(MainSweepView):
@@ -40,13 +42,26 @@ class ExplanationPanel(MainSweepView):
         layout.addWidget(self.title)
         layout.addWidget(self.text, 1)
         self.paragraphs: list[str] = []
+        self.compare: SweepData | None = None  # an opened comparison: only its scaling lines enter the text
         self.text.setPlainText(WAITING)
+
+    def set_source(self, source: str, data: SweepData | None) -> None:
+        if source == "compare":
+            self.compare = data
+            self.invalidate()
+            return
+        super().set_source(source, data)
+
+    def data_version(self) -> object:
+        compare = self.compare.summary_version if self.compare is not None else -1
+        return (super().data_version(), compare)
 
     def redraw(self) -> None:
         data = self.data
         ended = data is not None and any(r.status not in ("pending", "running") for r in data.runs.values())
         try:
-            self.paragraphs = explanation(data) if ended else []
+            others = (self.compare,) if self.compare is not None else ()
+            self.paragraphs = explanation(data, others) if ended else []
         except Exception as e:  # noqa: BLE001 - the plots stay usable; the panel says what went wrong
             self.paragraphs = []
             self.text.setPlainText(f"No explanation: {type(e).__name__}: {e}")

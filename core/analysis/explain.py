@@ -18,6 +18,7 @@ import numpy as np
 from batchlab.core.analysis import claims
 from batchlab.core.analysis.claims import LineFit, MemorySlope, OffLine, Seconds, Share, say
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
+from batchlab.core.analysis.scaling import scaling_lines
 from batchlab.core.analysis.startup import explain_startup
 from batchlab.core.analysis.step_time import StepTimeFit, sweep_step_time
 from batchlab.core.analysis.time_account import explain_total_time
@@ -434,16 +435,25 @@ def explain_execution(sweep: SweepData) -> list[str]:
     return [f"Execution: {'; '.join(parts)}. Open a default sweep beside this one to compare."]
 
 
-def explain_sweep(sweep: SweepData, peak_flops: float | None = None) -> list[str]:
+def explain_scaling(sweep: SweepData, others: Sequence[SweepData] = ()) -> list[str]:
+    """Scaling efficiency against replicas (core/analysis/scaling.py) over this sweep's runs and those of
+    `others` (sweeps of the same runs at other replicas); nothing when no run trained on more than one."""
+    runs = [*sweep.ordered_runs(), *(run for other in others for run in other.ordered_runs())]
+    return scaling_lines(runs)
+
+
+def explain_sweep(sweep: SweepData, peak_flops: float | None = None, others: Sequence[SweepData] = ()) -> list[str]:
     """The explanation, one paragraph per line: time model, slow-downs, one-time costs, FLOPs, memory.
 
-    `peak_flops` is the measured matmul peak (FLOP/s) of the device the sweep ran on, if known.
+    `peak_flops` is the measured matmul peak (FLOP/s) of the device the sweep ran on, if known; `others`:
+    sweeps at other replicas whose runs the scaling lines compare with this one's (explain_scaling).
     """
     fit = sweep_step_time(sweep)
     return [
         *explain_accumulation(sweep),
         *explain_batch_schedule(sweep),
         *explain_execution(sweep),
+        *explain_scaling(sweep, others),
         *explain_time(sweep, fit),
         *explain_slowdowns(sweep),
         *explain_one_time(sweep),

@@ -37,6 +37,7 @@ class ScalingPoint:
     step_time: float  # steady median step compute time, s
     time_to_target: float  # s of training; NaN without a target or where not reached
     runs: int  # how many runs (seeds) were averaged
+    shared_cores: bool = False  # replicas were logical CPU devices (device "cpu"): they shared the same cores
 
     @property
     def per_replica_batch(self) -> int:
@@ -82,15 +83,20 @@ class ScalingRow:
         self.check()
         n, speedup, efficiency = self.point.replicas, self.speedup, self.efficiency
         if speedup < 1:
-            relation = f"{1 / speedup:.2g}x less throughput than one (a slowdown; {efficiency:.0%} efficient)"
+            relation = f"{_times(1 / speedup)} less throughput than one (a slowdown; {efficiency:.0%} efficient)"
         elif efficiency > 1.005:
-            relation = f"{speedup:.2g}x the throughput of one ({efficiency:.0%} efficient: more than linear)"
+            relation = f"{_times(speedup)} the throughput of one ({efficiency:.0%} efficient: more than linear)"
         else:
-            relation = f"{speedup:.2g}x the throughput of one ({efficiency:.0%} efficient)"
+            relation = f"{_times(speedup)} the throughput of one ({efficiency:.0%} efficient)"
         fixed = f"per-replica batch {self.batch:,}" if self.kind == WEAK else f"global batch {self.batch:,}"
         text = f"{n} replicas at {fixed}: {relation}"
         sync = self.sync_per_step
-        if math.isfinite(sync) and sync > 0:
+        if math.isfinite(sync) and sync > 0 and self.point.shared_cores:
+            text += (
+                f"; a step took {duration(sync)} longer than one replica's (logical CPU devices: the replicas share "
+                "the same cores, so this includes their competing for them, not only the all-reduce)"
+            )
+        elif math.isfinite(sync) and sync > 0:
             text += f"; a step took {duration(sync)} longer than one replica's (the all-reduce and the replicas' waits)"
         elif math.isfinite(sync):
             text += "; a step took no longer than one replica's"
@@ -98,6 +104,12 @@ class ScalingRow:
         if math.isfinite(reached) and math.isfinite(base) and reached > 0:
             text += f"; time to target {duration(reached)} against {duration(base)} on one"
         return text
+
+
+def _times(ratio: float) -> str:
+    """A ratio in two significant digits ("3.2x"), three where two would round it to 1 ("1.04x", not "1x")."""
+    text = f"{ratio:.2g}"
+    return f"{ratio:.3g}x" if text == "1" else f"{text}x"
 
 
 def run_replicas(attrs: dict) -> int:
@@ -113,11 +125,14 @@ def scaling_points(runs: Iterable) -> list[ScalingPoint]:
     """The finished runs (status ok, a finite throughput) grouped by (replicas, global batch), seeds averaged.
     `runs` are core.model.RunData (their batch_size is the global batch)."""
     groups: dict[tuple[int, int], list] = defaultdict(list)
+    on_cpu: dict[tuple[int, int], bool] = defaultdict(bool)
     for run in runs:
         figures = run.figures
         if run.status != "ok" or not math.isfinite(figures.samples_per_s) or figures.samples_per_s <= 0:
             continue
-        groups[(run_replicas(run.attrs), int(run.batch_size))].append(figures)
+        key = (run_replicas(run.attrs), int(run.batch_size))
+        groups[key].append(figures)
+        on_cpu[key] |= key[0] > 1 and str(run.attrs.get("device", "")) == "cpu"
     points = []
     for (replicas, batch), figures in sorted(groups.items()):
         reached = [f.time_to_target for f in figures if math.isfinite(f.time_to_target)]
@@ -129,6 +144,7 @@ def scaling_points(runs: Iterable) -> list[ScalingPoint]:
                 step_time=_mean(f.step_time for f in figures),
                 time_to_target=_mean(reached) if len(reached) == len(figures) else math.nan,
                 runs=len(figures),
+                shared_cores=on_cpu[(replicas, batch)],
             )
         )
     return points
@@ -150,9 +166,11 @@ def scaling_lines(runs: Iterable) -> list[str]:
         return []
     lines = [row.text() for kind in (WEAK, STRONG) for row in scaling_rows(points, kind)]
     if not lines:
+        many = sorted({p.replicas for p in points if p.replicas > 1})
         return [
-            "Scaling: runs on more than one replica, but none with a one-replica run at the same per-replica or "
-            "global batch to compare with; add replicas 1 to the sweep"
+            f"Scaling: runs on {', '.join(map(str, many))} replicas, but none with a one-replica run at the same "
+            "per-replica or global batch to compare with; add replicas 1 to the comparison (a sweep at --replicas 1 "
+            "with the same batch sizes: batchlab report FILE --scaling-with ONE_REPLICA_FILE)"
         ]
     return lines
 

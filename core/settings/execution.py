@@ -1,5 +1,6 @@
 """Execution: the device, the training loop and its device sync, gradient accumulation, fused steps, XLA,
-mixed precision and TensorFlow's threads (core/training/execution.py, fused.py; docs/performance.md)."""
+mixed precision, TensorFlow's threads and data-parallel replicas (core/training/execution.py, fused.py,
+replication.py; docs/performance.md, docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ SYNC_MODES = ("every_step", "sampled")
 MAX_ACCUMULATE = 1024
 MAX_FUSED = 4096
 MAX_TF_THREADS = 1024
+MAX_REPLICAS = 64
 XLA_AUTO = "auto"  # xla: compile only where the run's steps repay the compile (core/training/xla_choice.py)
 MIXED_PRECISION_ON_CPU = (
     "unsupported on CPU: float16 is emulated there and slower than float32; use a GPU (device auto or gpu:N) "
@@ -36,6 +38,7 @@ class ExecutionSettings:
     xla: bool | str = DEFAULTS["xla"]  # jit_compile the train step: True, False or "auto" (where it pays)
     mixed_precision: bool = DEFAULTS["mixed_precision"]  # mixed_float16 with loss scaling (GPU only)
     tf_threads: int = DEFAULTS["tf_threads"]  # TensorFlow's intra- and inter-op threads; 0: its default
+    replicas: int = DEFAULTS["replicas"]  # MirroredStrategy over this many devices; batch sizes stay global
 
 
 def parse_device(value: Any) -> str:
@@ -90,6 +93,60 @@ def parse_tf_threads(value: Any) -> int:
     """TensorFlow's intra- and inter-op threads in the training child (0 = TensorFlow's default: one per core)."""
     what = f"tf_threads must be a whole number of threads from 1 to {MAX_TF_THREADS}, or 0 for TensorFlow's default"
     return whole("tf_threads", 0 if blank(value) else value, 0, what, MAX_TF_THREADS)
+
+
+def parse_replicas(value: Any) -> int:
+    """Data-parallel replicas per run (1 = one device): the first N GPUs, or N logical CPU devices on a CPU."""
+    what = f"replicas must be a whole number of devices from 1 (one device) to {MAX_REPLICAS}"
+    return whole("replicas", 1 if blank(value) else value, 1, what, MAX_REPLICAS)
+
+
+def _replicas_conflict(p: dict[str, Any]) -> str | None:
+    """Why the settings in `p` cannot train on several replicas (None: they can)."""
+    n = p["replicas"]
+    sizes = [b for b in p.get("batch_sizes") or () if isinstance(b, int) and b > 0]
+    odd = [b for b in sizes if b % n]
+    samples = p.get("samples")  # None: the whole data, checked in the child (replication.check_batches)
+    short = [(b, samples % b) for b in sizes if isinstance(samples, int) and 0 < samples % b < n] or [(0, 0)]
+    conflicts = (
+        (p.get("loop") == "fit", "the fit engine does not build its model in a strategy's scope; use loop loop"),
+        (p.get("fused", 1) > 1, "fused steps are not supported with replicas; use fused 1"),
+        (p.get("accumulate", 1) > 1, "gradient accumulation is not supported with replicas; use accumulate 1"),
+        (
+            p.get("noise_scale_every") is not None,
+            "the noise scale's micro-batch gradients are taken outside the replicas' step, not checked under "
+            "MirroredStrategy; leave noise_scale_every empty",
+        ),
+        (
+            p.get("batch_schedule") not in (None, "constant"),
+            "a batch schedule's batches need not divide by the replicas; use batch_schedule constant",
+        ),
+        (p.get("xla") not in (None, False), "XLA is not compiled across replicas here; use xla false"),
+        (
+            isinstance(p.get("device"), str) and p["device"].startswith("gpu:"),
+            f"device {p.get('device')} names one GPU; use device auto (the first {n} GPUs) or cpu (logical CPUs)",
+        ),
+        (
+            bool(odd),
+            f"the global batch size {odd[0] if odd else 0} does not divide by {n} replicas; use multiples of {n}",
+        ),
+        (
+            short[0][0] > 0,
+            f"{samples} samples at batch {short[0][0]} leave a last batch of {short[0][1]}, fewer than the {n} "
+            "replicas (one would get no sample); change the samples or the batch size",
+        ),
+    )
+    return next((reason for bad, reason in conflicts if bad), None)
+
+
+def _check_replicas(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """Several replicas need BatchLab's one-step loop, a constant batch that divides by them and one or all GPUs."""
+    n = p.get("replicas", 1)
+    if not isinstance(n, int) or n <= 1 or "replicas" in errors:
+        return
+    reason = _replicas_conflict(p)
+    if reason:
+        errors["replicas"] = SpecError("replicas", f"{n} is not allowed here: {reason}")
 
 
 def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
@@ -221,8 +278,19 @@ GROUP = SettingsGroup(
             "per core)",
             option="--threads",
         ),
+        Setting(
+            "replicas",
+            "int",
+            parse_replicas,
+            "data-parallel replicas (tf.distribute MirroredStrategy): the first N GPUs, or on a CPU N logical CPU "
+            "devices sharing the same cores (for testing and teaching, not speed); batch sizes are global, each "
+            "replica trains batch / N",
+            "Replicas (data parallel)",
+            "--replicas",
+            placeholder="1: one device",
+        ),
     ),  # fmt: skip
-    checks=(_check_accumulate, _check_execution),
+    checks=(_check_accumulate, _check_execution, _check_replicas),
     add_arguments=_add_arguments,
     read_arguments=_read_arguments,
 )

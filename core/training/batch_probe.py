@@ -29,7 +29,7 @@ def batch_probe_main(run_dict: dict, conn, log_path: str | None, steps: int) -> 
     try:
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
-        tf, tf_device, nvml_index, _ = _setup_tensorflow(run.sweep.device)
+        tf, tf_device, nvml_index, _ = _setup_tensorflow(run.sweep.device, replicas=run.sweep.replicas)
         from batchlab.core.training.memory import MemoryProbe
         from batchlab.core.training.trainer import make_input_pipeline, make_step_function, prepare_run, validate
 
@@ -37,7 +37,7 @@ def batch_probe_main(run_dict: dict, conn, log_path: str | None, steps: int) -> 
         memory = MemoryProbe(tf_device, nvml_index)
         memory.on_epoch_begin(0)
         pipeline = make_input_pipeline(setup.x_train, setup.y_train, run.batch_size, False, run.seed).repeat()
-        step_fn = make_step_function(setup.model)
+        step_fn = make_step_function(setup.model, setup.strategy)
         batches = iter(pipeline)
         times = []
         for _ in range(steps):

@@ -63,12 +63,15 @@ def _cpu_description() -> str:
     return f"{model} ({os.cpu_count()} logical cores)"
 
 
-def _setup_tensorflow(device: str, threads: int = 0):
+def _setup_tensorflow(device: str, threads: int = 0, replicas: int = 1):
     """Import TF, set its thread pools (`threads` > 0: that many intra- and inter-op threads; 0: TensorFlow's
-    default), enable GPU memory growth; return (tf, tf_device, nvml_index, device_name)."""
+    default) and with `replicas` > 1 its devices (logical CPUs, or a check of the GPUs: replication.py), all
+    before its runtime starts; enable GPU memory growth; return (tf, tf_device, nvml_index, device_name)."""
     import tensorflow as tf
+    from batchlab.core.training.replication import configure_devices
 
     set_threads(tf, threads)
+    configure_devices(device, replicas)
 
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
@@ -161,7 +164,7 @@ def _probe_report(spec_dict: dict, check: bool, data=None) -> tuple[dict, Any]:
     try:
         spec = SweepSpec.restore(spec_dict)  # the parent checked it; no file is read again here
         _set_device_environment(spec.device)
-        tf, *_ = _setup_tensorflow(spec.device, spec.tf_threads)
+        tf, *_ = _setup_tensorflow(spec.device, spec.tf_threads, spec.replicas)
         environment = describe_environment(tf)
         if not check:
             return {"type": PROBE_RESULT, "environment": environment}, None
@@ -270,7 +273,7 @@ def _serve(run_dict: dict, conn, stop_event, go, startup: StartupClock, data=Non
             if ahead:
                 _yield_cpu()
             with startup.phase("import"):
-                prepared = _setup_tensorflow(run.sweep.device, run.sweep.tf_threads)
+                prepared = _setup_tensorflow(run.sweep.device, run.sweep.tf_threads, run.sweep.replicas)
                 from batchlab.core.training import trainer
             with startup.phase("data"):
                 return trainer, prepared, trainer.load_run_data(run) if data is None else data
@@ -423,7 +426,9 @@ def _child_main(run_dict: dict, conn, stop_event, log_path: str | None, niceness
         # Inside the try: rebuilding the spec checks the data file again, which may be gone by now.
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
-        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device, run.sweep.tf_threads)
+        tf, tf_device, nvml_index, device_name = _setup_tensorflow(
+            run.sweep.device, run.sweep.tf_threads, run.sweep.replicas
+        )
         train(run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name)
     except Exception as e:  # failures before training started; the sweep goes on with the next run
         _report_setup_failure(conn, index, e)

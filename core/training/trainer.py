@@ -51,6 +51,14 @@ from batchlab.core.training.hooks import (
 )
 from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
 from batchlab.core.training.noise_scale import NoiseScaleProbe
+from batchlab.core.training.replication import (
+    build_variables,
+    check_batches,
+    make_strategy,
+    replicated_step,
+    replication_fields,
+    scope,
+)
 from batchlab.core.training.schedules import RunSchedule, build_schedule
 from batchlab.core.training.settings_hooks import add_settings_hooks
 from batchlab.core.training.startup import StartupClock
@@ -133,12 +141,15 @@ def calibrate_fetch_overhead(x: np.ndarray, y: np.ndarray, batch_size: int) -> f
     return statistics.median(times)
 
 
-def make_step_function(model) -> Callable:
+def make_step_function(model, strategy=None) -> Callable:
     """The model's own train_step, compiled like fit compiles it, returning this batch's metrics.
 
     Keras metrics are running means; resetting them after each step makes the returned
     loss the loss of this one mini-batch. The reset does not touch weights or optimizer.
+    With a tf.distribute `strategy` the batch is split over its replicas (replication.py).
     """
+    if strategy is not None:
+        return tf.function(replicated_step(model, strategy), reduce_retracing=True)
 
     def one_step(x, y):
         logs = model.train_step((x, y))
@@ -185,6 +196,7 @@ class RunSetup:
     targets: str = ""  # how the targets are laid out, e.g. "one-hot"
     batch_plan: batch_rules.BatchPlan | None = None  # a batch-size schedule; None: batch_size throughout
     xla_choice: str = ""  # whether and why the train step is compiled with XLA (execution.apply_xla)
+    strategy: Any = None  # tf.distribute.MirroredStrategy with replicas > 1 (replication.py); None: one device
 
     @property
     def samples(self) -> int:
@@ -222,8 +234,16 @@ def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
     scalable = batch_plan is not None and batch_plan.schedule == "grow"  # its rate decays past max_batch
     schedule = build_schedule(plan, scalable=scalable) if plan is not None else None
     learning_rate = schedule.learning_rate if schedule is not None else None
-    built = build_model(run, data, learning_rate)
+    strategy = make_strategy(spec.replicas)
+    if strategy is not None:
+        check_batches(data.x_train.shape[0], run.batch_size, spec.replicas)
+    with scope(strategy):
+        built = build_model(run, data, learning_rate)
     xla_choice = apply_xla(built.model, spec, total_steps, run.batch_size)
+    if strategy is not None:
+        built.model.jit_compile = False
+        xla_choice = f"off: the step is not compiled with XLA across {spec.replicas} replicas"
+        build_variables(built.model, strategy, built.x_train[: run.batch_size], built.y_train[: run.batch_size])
     for note in built.notes:
         emit(log_event("info", note, run=run.index))
     return RunSetup(
@@ -238,6 +258,7 @@ def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
         built.targets,
         batch_plan,
         xla_choice,
+        strategy,
     )
 
 
@@ -288,7 +309,7 @@ class InstrumentedLoop:
         self.pipeline = make_input_pipeline(setup.x_train, setup.y_train, run.batch_size, run.sweep.shuffle, run.seed)
         self.batch = run.batch_size  # the batch the pipeline makes now
         self.fetch_overhead = calibrate_fetch_overhead(setup.x_train, setup.y_train, run.batch_size)
-        self.step_fn = make_step_function(setup.model)
+        self.step_fn = make_step_function(setup.model, setup.strategy)
         self.trace = TraceWatch(self.step_fn)
         self.t_run0 = math.nan
 
@@ -637,6 +658,7 @@ def train_run(
                 **flops_fields(setup.model),
                 **accumulation_fields(run),
                 **execution_fields(run, setup.model, setup.xla_choice),
+                **replication_fields(run.sweep.replicas, run.batch_size),
                 **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
                 **(setup.batch_plan.attrs() if setup.batch_plan is not None else {}),
                 **(startup.fields() if startup is not None else {}),

@@ -217,7 +217,9 @@ def _train(request: dict, conn: Connection, data) -> None:
     try:
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
-        tf, tf_device, nvml_index, device_name = _setup_tensorflow(run.sweep.device, run.sweep.tf_threads)
+        tf, tf_device, nvml_index, device_name = _setup_tensorflow(
+            run.sweep.device, run.sweep.tf_threads, run.sweep.replicas
+        )
         from batchlab.core.training import trainer
 
         if data is None:

@@ -588,6 +588,7 @@ def documented_sweep() -> list[dict]:
             event.update(accumulation_steps=1, effective_batch_size=event["batch_size"])
             event.update(steps_per_call=1, step_timing="per step", xla=0, precision="float32", xla_choice="off")
             event.update(tf_threads=0)  # TensorFlow's threads as it reports them (execution_fields)
+            event.update(strategy="none", replicas=1, per_replica_batch=event["batch_size"])  # replication_fields
             event.update(planned_steps=128, budget="2 epochs", target="val_accuracy=0.9", eval_every=32)
             event.update(rss_before_training_bytes=600 << 20)
             event.update(lr=0.001)

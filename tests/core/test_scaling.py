@@ -84,7 +84,7 @@ def test_seeds_are_averaged_and_runs_without_a_baseline_say_what_to_add():
     assert points[0].samples_per_s == pytest.approx(mean_one, rel=0.02)
     assert scaling_lines(_sweep([(1, 64, 0, 0.01)]).ordered_runs()) == []  # one replica only: nothing to say
     orphan = scaling_lines(_sweep([(2, 128, 0, 0.01)]).ordered_runs())
-    assert len(orphan) == 1 and "add replicas 1" in orphan[0]
+    assert len(orphan) == 1 and "add replicas 1" in orphan[0] and "on 2 replicas" in orphan[0]
 
 
 def test_a_claim_without_a_throughput_refuses_to_be_worded():
@@ -92,3 +92,35 @@ def test_a_claim_without_a_throughput_refuses_to_be_worded():
     broken = type(row)(row.kind, row.batch, type(row.point)(2, 128, math.nan, 0.01, math.nan, 1), row.baseline)
     with pytest.raises(ClaimError):
         broken.text()
+
+
+def test_the_explanation_compares_a_sweep_with_other_replicas_files():
+    """report --scaling-with and the window's comparison: explain_sweep's `others` enter its scaling lines only."""
+    from batchlab.core.analysis.explain import explain_sweep
+
+    two = _sweep([(2, 128, 0, 0.016)])  # 8,000 samples/s against one replica's 6,400: 1.25x, 62% efficient
+    one = _sweep([(1, 128, 0, 0.020)])
+    alone = [p for p in explain_sweep(two) if p.startswith("Scaling:")]
+    assert len(alone) == 1 and "--scaling-with" in alone[0]
+    paragraphs = explain_sweep(two, others=[one])
+    expected = scaling_lines([*two.ordered_runs(), *one.ordered_runs()])
+    assert expected == ["2 replicas at global batch 128: 1.2x the throughput of one (62% efficient)"]
+    assert [p for p in paragraphs if "replicas at" in p] == expected
+    assert not any(p.startswith("Scaling:") for p in paragraphs)
+    assert not any("replica" in p for p in explain_sweep(one))  # one replica alone: nothing about scaling
+
+
+def test_a_ratio_near_one_keeps_a_third_digit():
+    """A 4% slowdown reads "1.04x less", not "1x less" beside an efficiency of 48%."""
+    lines = scaling_lines(_sweep([(1, 64, 0, 0.010), (2, 128, 0, 0.0208)]).ordered_runs())
+    assert lines[0].startswith("2 replicas at per-replica batch 64: 1.04x less throughput than one (a slowdown; 48%")
+
+
+def test_logical_cpu_replicas_are_said_to_share_the_cores():
+    """On logical CPU devices the longer step includes the replicas competing for the cores; the line says so."""
+    data = _sweep([(1, 64, 0, 0.010), (2, 128, 0, 0.0125)])
+    for run in data.ordered_runs():
+        run.attrs["device"] = "cpu"
+    line = scaling_lines(data.ordered_runs())[0]
+    assert "a step took 2.5 ms longer than one replica's (logical CPU devices: the replicas share" in line
+    assert "all-reduce and the replicas' waits" not in line

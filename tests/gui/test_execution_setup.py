@@ -140,3 +140,15 @@ def test_the_last_setup_keeps_them_and_ctrl_r_finds_a_bad_one(main_window, qtbot
     qtbot.keyClick(w, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     assert w.status_label.text().startswith("Cannot run yet: Noise scale every (steps): 0 is too small")
     assert w.setup.execution.expanded and QApplication.focusWidget() is w.setup.noise_scale_every
+
+
+def test_the_replicas_field_is_drawn_and_refuses_a_batch_that_does_not_divide(panel):
+    """--replicas in the window: a row drawn from its description, the CLI's one-line message under it."""
+    assert "replicas" in panel._editors
+    panel.set_values({**MLP, "replicas": "2", "batch_sizes": "33"})
+    with pytest.raises(SpecError) as raised:
+        build_spec(panel.values())
+    assert raised.value.field == "replicas" and "does not divide by 2 replicas" in raised.value.message
+    assert panel._error_labels["replicas"].text() == raised.value.message and not panel.valid
+    panel.set_values({**MLP, "replicas": "2", "batch_sizes": "32,64"})
+    assert panel.valid and build_spec(panel.values()).replicas == 2

@@ -194,3 +194,17 @@ def test_a_reopened_file_with_an_oom_run_offers_it_too(main_window, tmp_path):
     assert w.open_file(write_run_file(tmp_path / "o.h5", batch_sizes=(16, 64), statuses=("ok", "oom")))
     assert w.oom_offer.isVisible() and w.oom_offer.button.isEnabled()
     assert w.oom_offer.button.text() == "Re-run as 16 x 4"
+
+
+def test_an_opened_comparison_at_other_replicas_gives_the_scaling_line(main_window):
+    """The window's explanation and `batchlab report --scaling-with` are one function (explain_sweep's others)."""
+    from tests.core.test_scaling import _sweep
+
+    w = main_window
+    two, one = _sweep([(2, 128, 0, 0.016)]), _sweep([(1, 128, 0, 0.020)])
+    w.views.setCurrentWidget(w.summary_splitter)
+    w._show_sweep(two, "main")
+    assert any(p.startswith("Scaling:") for p in w.explanation.paragraphs)
+    w._show_sweep(one, "compare")
+    assert w.explanation.paragraphs == explain_sweep(two, peak_flops=None, others=[one])
+    assert "2 replicas at global batch 128: 1.2x the throughput of one" in w.explanation.text.toPlainText()
