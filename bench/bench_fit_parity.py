@@ -7,7 +7,7 @@ load on the machine fall on all alike:
 
   A  plain Keras: model.fit(x, x, batch_size=b, epochs=E, shuffle=False, verbose=0), timed per epoch
      by a callback that reads the clock in on_epoch_begin / on_epoch_end;
-  B  BatchLab's instrumented loop (loop=loop, the default): batchlab.core.training.trainer.train_run on a
+  B  BatchLab's instrumented loop (loop=loop, the default): batchlab.core.training.run.train_run on a
      RunSpec from batchlab.core.spec.build_spec, epoch_time taken from its epoch_ended events (per-step loss,
      step time and fetch time recorded as in a real sweep);
   C  BatchLab's fit engine (loop=fit): the same train_run, which trains with model.fit itself plus
@@ -140,7 +140,7 @@ def measure_batchlab(run, tf_device: str | None, nvml_index: int | None, device_
     """BatchLab (either engine, as the run's spec says): per-epoch wall times (s) and train losses
     from train_run's epoch_ended events."""
     from batchlab.core.events import EPOCH_ENDED, RUN_ENDED
-    from batchlab.core.training.trainer import train_run
+    from batchlab.core.training.run import train_run
 
     events: list[dict] = []
     train_run(run, events.append, lambda: False, tf_device, nvml_index, device_name)
@@ -155,20 +155,20 @@ def measure_fit_engine(run, tf_device: str | None, nvml_index: int | None, devic
     """BatchLab's fit engine through the same train_run a sweep runs: per-epoch wall times (s), train
     losses, and the share of those epochs spent in BatchLab's own callback (FitEngine.callback_time),
     a cost that other load on the machine does not blur the way it blurs throughput ratios."""
-    from batchlab.core.training import trainer
+    from batchlab.core.training import run as run_module
 
     engines = []
-    make_engine = trainer.make_engine
+    make_engine = run_module.make_engine
 
     def keep_engine(*args, **kwargs):
         engines.append(make_engine(*args, **kwargs))
         return engines[-1]
 
-    trainer.make_engine = keep_engine  # to read the engine's callback time afterwards
+    run_module.make_engine = keep_engine  # to read the engine's callback time afterwards
     try:
         times, losses = measure_batchlab(run, tf_device, nvml_index, device_name)
     finally:
-        trainer.make_engine = make_engine
+        run_module.make_engine = make_engine
     return times, losses, engines[-1].callback_time / sum(times)
 
 

@@ -99,7 +99,8 @@ class Trainer:
     _fit_spe = _fit
 
     def _loop(self) -> int:
-        from batchlab.core.training.trainer import make_input_pipeline, make_step_function
+        from batchlab.core.training.input_pipeline import make_input_pipeline
+        from batchlab.core.training.trainer import make_step_function
 
         if not hasattr(self, "step_fn"):
             self.pipeline = make_input_pipeline(self.x, self.y, self.batch, False, 0)
@@ -110,7 +111,7 @@ class Trainer:
 
     def _fused_iter(self) -> int:
         import tensorflow as tf
-        from batchlab.core.training.trainer import make_input_pipeline
+        from batchlab.core.training.input_pipeline import make_input_pipeline
 
         if not hasattr(self, "iter_call"):
             self.pipeline = make_input_pipeline(self.x, self.y, self.batch, False, 0)

@@ -50,14 +50,15 @@ class HeldEmit:
 def prepare(run, conn, tf_device, nvml_index, data, startup):
     """Build `run` and warm its fused call up, sending PREPARED (and returning (built, emit)) or PREPARE_FAILED
     (and returning None). Whatever fails is logged to this child's log, not raised."""
-    from batchlab.core.training import faults, trainer
+    from batchlab.core.training import faults
+    from batchlab.core.training import run as run_module
 
     emit = HeldEmit()
     t0 = time.perf_counter()
     try:
         faults.fail_if_injected(faults.FAIL_PREPARE_ENV, run.index)
-        hooks = trainer.standard_hooks(run.index, emit, tf_device, nvml_index)
-        built = trainer.build_run(run, emit, lambda: conn.poll(0), hooks, data, startup)
+        hooks = run_module.standard_hooks(run.index, emit, tf_device, nvml_index)
+        built = run_module.build_run(run, emit, lambda: conn.poll(0), hooks, data, startup)
         warm_up = getattr(built.engine, "warm_up", None)
         if warm_up is None:
             raise TypeError(f"{type(built.engine).__name__} cannot be prepared ahead (fused runs only)")

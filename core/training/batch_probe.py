@@ -30,8 +30,9 @@ def batch_probe_main(run_dict: dict, conn, log_path: str | None, steps: int) -> 
         run = RunSpec.from_dict(run_dict)
         _set_device_environment(run.sweep.device)
         tf, tf_device, nvml_index, _ = _setup_tensorflow(run.sweep.device, replicas=run.sweep.replicas)
+        from batchlab.core.training.input_pipeline import make_input_pipeline
         from batchlab.core.training.memory import MemoryProbe
-        from batchlab.core.training.trainer import make_input_pipeline, make_step_function, prepare_run, validate
+        from batchlab.core.training.trainer import make_step_function, prepare_run, validate
 
         setup = prepare_run(run, lambda event: None)
         memory = MemoryProbe(tf_device, nvml_index)

@@ -287,7 +287,9 @@ def _serve(run_dict: dict, conn, stop_event, go, startup: StartupClock, data=Non
                 return
             # never on a GPU: its allocator's pools would carry one run's memory into the next run's figures
             reuse = bool(request.get("reuse")) and tf_device is None
-        status = trainer.train_run(
+        from batchlab.core.training import run as run_module
+
+        status = run_module.train_run(
             run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name, data=data, startup=startup
         )
         while reuse and status == "ok":
@@ -304,7 +306,7 @@ def _serve(run_dict: dict, conn, stop_event, go, startup: StartupClock, data=Non
             if not same_data:
                 with startup.phase("data"):
                     data = trainer.load_run_data(run)
-            status = trainer.train_run(
+            status = run_module.train_run(
                 run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name, data=data, startup=startup
             )
     except Exception as e:  # failures before training started; the sweep goes on with the next run

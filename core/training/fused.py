@@ -43,7 +43,8 @@ from batchlab.core.training.evaluation import Evaluations
 from batchlab.core.training.failures import StopRequested
 from batchlab.core.training.fit_engine import FitTiming
 from batchlab.core.training.hooks import HookList, TraceWatch
-from batchlab.core.training.trainer import SYNC_EVERY_STEP, InstrumentedLoop, RunSetup, sample_order
+from batchlab.core.training.input_pipeline import sample_order
+from batchlab.core.training.trainer import SYNC_EVERY_STEP, InstrumentedLoop, RunSetup
 
 BATCH_SIZE = "batch_size"  # the first value of each row a call returns; the others are the step's logs
 

@@ -22,7 +22,8 @@ from batchlab.core.events import LR_RANGE, RUN_ENDED, RUN_STARTED, STEP_FLUSH_SE
 from batchlab.core.lr_find import RangeSettings, RangeTest
 from batchlab.core.spec import RunSpec
 from batchlab.core.training.failures import StopRequested, classify_failure, first_line, traceback_text
-from batchlab.core.training.trainer import make_input_pipeline, make_step_function, prepare_run
+from batchlab.core.training.input_pipeline import make_input_pipeline
+from batchlab.core.training.trainer import make_step_function, prepare_run
 
 Emit = Callable[[dict[str, Any]], None]
 STOPPED = "stopped by the user"

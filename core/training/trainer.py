@@ -5,15 +5,14 @@ tf.data pipeline shaped like fit's array adapter, so the optimizer semantics, lo
 choice and batching are those of the user's own `fit`. What it adds is a clock around each step
 and around the fetch of its batch; every measurement made from those clocks is a hook (hooks.py).
 
-`train_run` is the child's entry: it prepares the run (data, model, pipeline), builds the hooks
-and hands them to an engine: `InstrumentedLoop` ("loop"), or the fit engine ("fit", fit_engine.py).
+`prepare_run` prepares a run (data, model, pipeline; the pipeline is input_pipeline.py) and
+`InstrumentedLoop` trains it ("loop"); core/training/run.py builds the hooks, picks the engine (this loop,
+fused.py, fit_engine.py) and is the child's entry, `train_run`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,122 +22,40 @@ import numpy as np
 import tensorflow as tf
 from batchlab.core import batch_rules
 from batchlab.core.datasets import load_spec_data, prepare_arrays
-from batchlab.core.events import log_event, now_iso
+from batchlab.core.events import log_event
 from batchlab.core.lr_rules import plan_for
 from batchlab.core.spec import RunSpec
-from batchlab.core.training import faults
 from batchlab.core.training.batch_schedule import BatchSchedule
 from batchlab.core.training.evaluation import Evaluations
-from batchlab.core.training.execution import apply_xla, execution_fields
+from batchlab.core.training.execution import apply_xla
 from batchlab.core.training.failures import (
-    Diverged,
     StopRequested,
-    classify_failure,
-    first_line,
-    traceback_text,
 )
-from batchlab.core.training.flops import flops_fields
-from batchlab.core.training.gc_watch import GcWatch
 from batchlab.core.training.hooks import (
-    EpochSummary,
     HookList,
-    NanCheck,
-    RunEvents,
-    RunSummary,
-    StepLog,
     TraceWatch,
-    TracingCounter,
 )
-from batchlab.core.training.memory import MemoryProbe, current_rss_bytes
+from batchlab.core.training.input_pipeline import (
+    _starvation,
+    calibrate_fetch_overhead,
+    make_input_pipeline,
+)
 from batchlab.core.training.noise_scale import NoiseScaleProbe
 from batchlab.core.training.replication import (
     build_variables,
     check_batches,
     make_strategy,
     replicated_step,
-    replication_fields,
     scope,
 )
 from batchlab.core.training.schedules import RunSchedule, build_schedule
-from batchlab.core.training.settings_hooks import add_settings_hooks
-from batchlab.core.training.startup import StartupClock
-from batchlab.core.training.workloads import accumulation_fields, build_model
+from batchlab.core.training.workloads import build_model
 
 Emit = Callable[[dict[str, Any]], None]
 
 SYNC_EVERY_STEP = "every_step"
 SYNC_SAMPLED = "sampled"
 SAMPLED_SYNC_EVERY = 10  # sampled sync: wait for the device on every 10th step (timed) and at epoch end
-
-CALIBRATION_WARMUP = 5  # next() calls that start the calibration pipeline's threads, not timed
-CALIBRATION_FETCHES = 20  # timed next() calls; their median is the fetch overhead
-CALIBRATION_PAUSE_S = 0.002  # time given to the prefetch thread to refill the buffer before each timed call
-
-
-def sample_order(samples: int, shuffle: bool, seed: int) -> tf.data.Dataset:
-    """The sample indices in training order: 0..samples-1, or a new seeded shuffle on each iteration
-    (each epoch's `iter`), the same orders wherever this dataset is built with the same seed."""
-    indices = tf.data.Dataset.range(samples)
-    if shuffle:
-        indices = indices.shuffle(samples, seed=seed, reshuffle_each_iteration=True)
-    return indices
-
-
-def make_input_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> tf.data.Dataset:
-    """Batches of (x, y, made) as fit builds them from arrays (optional per-epoch shuffle, gather, prefetch);
-    `made` is the wall-clock time (s since the epoch) the pipeline finished the batch."""
-    x_t = tf.convert_to_tensor(x)
-    y_t = tf.convert_to_tensor(y)
-    batches = sample_order(x.shape[0], shuffle, seed).batch(batch_size)
-    batches = batches.map(lambda i: (tf.gather(x_t, i), tf.gather(y_t, i)), num_parallel_calls=tf.data.AUTOTUNE)
-    delay = faults.input_delay()
-    if delay > 0:
-
-        def slow(xb, yb):
-            done = tf.py_function(lambda: time.sleep(delay) or 0, [], tf.int32)
-            with tf.control_dependencies([done]):
-                return tf.identity(xb), tf.identity(yb)
-
-        batches = batches.map(slow)  # sequential on purpose: one batch per `delay`
-    # The last stage stamps each batch with the wall-clock time it was made (tf.timestamp: seconds since
-    # the Unix epoch, as time.time()). A batch made before the loop asked for it was waiting in the
-    # prefetch buffer: only a batch made after the ask made the step wait (input_wait).
-    batches = batches.map(lambda xb, yb: (xb, yb, tf.timestamp()))
-    return batches.prefetch(tf.data.AUTOTUNE)
-
-
-def _starvation(fetch: float, asked: float, made) -> float:
-    """Seconds of a fetch spent waiting for the pipeline to make the batch (s): from the ask (wall clock)
-    to the batch's `made` stamp, at most the whole fetch; 0 for a batch already in the prefetch buffer.
-    The rest of the fetch is next()'s own cost. Read after the step's clock stopped (a host copy)."""
-    return min(fetch, max(0.0, float(made) - asked))
-
-
-def calibrate_fetch_overhead(x: np.ndarray, y: np.ndarray, batch_size: int) -> float:
-    """Fixed cost (s) of next() on a prefetch buffer that already holds the batch: the median over
-    CALIBRATION_FETCHES calls on a pipeline of one repeated batch of the run's element spec.
-
-    Recorded for reference (run_started's fetch_overhead_s); input_wait is measured per step from the
-    batches' stamps instead (_starvation), since next()'s cost while training differs from this by up to
-    3x on a busy 2-core machine. The real pipeline is not used, so its shuffle order stays the run's.
-    """
-    b = min(batch_size, x.shape[0])
-    x_t = tf.convert_to_tensor(x[:b])
-    y_t = tf.convert_to_tensor(y[:b])
-    # The run's own stages (index batches, a parallel gather, prefetch) over one batch of its data,
-    # repeated: the gather threads work while next() runs, as they do in training.
-    indices = tf.data.Dataset.range(b).batch(b).repeat()
-    data = indices.map(lambda i: (tf.gather(x_t, i), tf.gather(y_t, i)), num_parallel_calls=tf.data.AUTOTUNE)
-    iterator = iter(data.prefetch(tf.data.AUTOTUNE))
-    for _ in range(CALIBRATION_WARMUP):
-        next(iterator)
-    times = []
-    for _ in range(CALIBRATION_FETCHES):
-        time.sleep(CALIBRATION_PAUSE_S)
-        t0 = time.perf_counter()
-        next(iterator)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def make_step_function(model, strategy=None) -> Callable:
@@ -510,174 +427,3 @@ class InstrumentedLoop:
             row["accuracy"] = float(logs["accuracy"])
         row["metrics"] = {k: float(v) for k, v in logs.items() if k != "loss"}  # every compiled metric, this batch
         self.hooks.on_train_batch_end(row["step"], row)
-
-
-def standard_hooks(run_index: int, emit: Emit, tf_device: str | None, nvml_index: int | None) -> HookList:
-    """The measurements every engine makes, each placed by its priority (hooks.PRIORITY; RunEvents last: it sends)."""
-    memory = MemoryProbe(tf_device, nvml_index)
-    hooks = HookList()
-    # each batch of steps carries the epoch's memory peaks so far, so the live memory plot moves within an epoch
-    hooks.add(StepLog(run_index, emit, memory=memory.read), "step_log")
-    for hook, name in (
-        (GcWatch(), "gc_watch"),
-        (EpochSummary(), "epoch_summary"),
-        (TracingCounter(), "tracing"),
-        (memory, "memory"),
-        (RunSummary(), "run_summary"),
-        (NanCheck(), "nan_check"),
-        (RunEvents(run_index, emit), "run_events"),
-    ):
-        hooks.add(hook, name)
-    return hooks
-
-
-def make_engine(
-    setup: RunSetup,
-    hooks: HookList,
-    should_stop: Callable[[], bool],
-    evaluations: Evaluations | None = None,
-    noise: NoiseScaleProbe | None = None,
-    batches: BatchSchedule | None = None,
-):
-    """The engine the spec asks for: the instrumented loop (default) or model.fit (fit_engine.py).
-
-    The spec refuses targets, eval_every, steps/examples budgets and noise_scale_every with the fit engine."""
-    spec = setup.run.sweep
-    if spec.loop == "fit":
-        from batchlab.core.training.fit_engine import FitEngine
-
-        return FitEngine(setup, hooks, should_stop)
-    if spec.fused > 1:  # K steps per call (fused.py); the spec allows it with this loop only
-        from batchlab.core.training.fused import FusedLoop
-
-        return FusedLoop(setup, hooks, should_stop, spec.fused, evaluations=evaluations)
-    return InstrumentedLoop(
-        setup,
-        hooks,
-        should_stop,
-        sync=spec.sync,
-        evaluations=evaluations,
-        noise=noise,
-        batches=batches,
-    )
-
-
-@dataclass
-class BuiltRun:
-    """A run ready to train: its measurements (hooks), its model and data (setup) and its engine."""
-
-    hooks: HookList
-    setup: RunSetup
-    engine: Any
-
-
-def build_run(
-    run: RunSpec,
-    emit: Emit,
-    should_stop: Callable[[], bool],
-    hooks: HookList,
-    data=None,
-    clock: StartupClock | None = None,
-) -> BuiltRun:
-    """Seed, build the model (the clock's `model` phase) and the engine with its hooks (`pipeline`)."""
-    clock = clock if clock is not None else StartupClock()
-    with clock.phase("model"):
-        setup = prepare_run(run, emit, data)
-    built = add_settings_hooks(setup, emit, hooks)
-    with clock.phase("pipeline"):
-        engine = make_engine(
-            setup,
-            hooks,
-            should_stop,
-            built.get("evaluations"),
-            built.get("noise_scale"),
-            built.get("batch_schedule"),
-        )
-    return BuiltRun(hooks, setup, engine)
-
-
-def train_run(
-    run: RunSpec,
-    emit: Emit,
-    should_stop: Callable[[], bool],
-    tf_device: str | None,
-    nvml_index: int | None,
-    device_name: str,
-    data=None,
-    startup: StartupClock | None = None,
-    built: BuiltRun | None = None,
-) -> str:
-    """Train one run, emitting run_started, steps, epoch_ended and finally run_ended (also on failure);
-    returns the run's status ("ok", "error", "oom", "diverged", "interrupted").
-
-    `data`: the run's arrays if the child loaded them already (load_run_data); `startup`: the child's
-    start-up clock, which times the model build and the pipeline here and goes into run_started; `built`:
-    the run already built (build_run) and prepared ahead (core/training/ahead.py), whose emit and should_stop
-    must be this call's."""
-    clock = startup if startup is not None else StartupClock()
-    hooks = built.hooks if built is not None else standard_hooks(run.index, emit, tf_device, nvml_index)
-    end: dict[str, Any] = {"status": "ok", "message": ""}
-    engine = None
-    try:
-        # Loading, building and copying the data are inside: their failures (a data file removed
-        # mid-sweep, memory exhausted while copying) are this run's status, not a crash.
-        if built is None:
-            built = build_run(run, emit, should_stop, hooks, data, clock)
-        setup, engine = built.setup, built.engine
-        budget = run.sweep.budget
-        planned_steps = budget.steps(setup.samples, run.batch_size)
-        planned_epochs = budget.epochs(setup.samples, run.batch_size)
-        bounds: tuple[int, int | None, int | None] = (planned_epochs, planned_steps, None)
-        if setup.batch_plan is not None:  # the steps and epochs of the schedule (two_phase: before its switch)
-            epochs_of_steps, _ = batch_rules.step_batches(
-                setup.batch_plan, run.batch_size, setup.samples, budget.unit, budget.amount
-            )
-            planned_steps, planned_epochs = len(epochs_of_steps), epochs_of_steps[-1] + 1
-            bounds = batch_rules.training_bounds(setup.batch_plan, setup.samples, budget.unit, budget.amount)
-        hooks.on_run_begin(
-            {
-                "run": run.index,
-                "batch_size": run.batch_size,
-                "seed": run.seed,
-                "pid": os.getpid(),
-                "nice": os.getpriority(os.PRIO_PROCESS, 0),
-                "device": device_name,
-                "steps_per_epoch": setup.steps_per_epoch,
-                "epochs": planned_epochs,
-                "planned_steps": planned_steps,
-                "budget": f"{budget.amount} {budget.unit}",
-                "target": run.sweep.target or "",
-                "eval_every": run.sweep.eval_every or -1,
-                "samples": setup.samples,
-                "lr": run.lr if run.lr is not None else math.nan,
-                "started": now_iso(),
-                "rss_before_training_bytes": current_rss_bytes(),
-                "task": setup.task,
-                "targets": setup.targets,
-                **engine.run_fields(),
-                **flops_fields(setup.model),
-                **accumulation_fields(run),
-                **execution_fields(run, setup.model, setup.xla_choice),
-                **replication_fields(run.sweep.replicas, run.batch_size),
-                **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
-                **(setup.batch_plan.attrs() if setup.batch_plan is not None else {}),
-                **(startup.fields() if startup is not None else {}),
-            }
-        )
-        faults.fail_if_injected(faults.FAIL_RUN_ENV, run.index)
-        if setup.batch_plan is None:
-            engine.train(planned_epochs, max_steps=planned_steps)
-        else:
-            epochs, max_steps, max_examples = bounds
-            engine.train(epochs, max_steps=max_steps, max_examples=max_examples)
-    except StopRequested:
-        end.update(status="interrupted", message="stopped by the user; measurements so far are kept")
-    except Diverged as e:
-        end.update(status="diverged", message=str(e))
-    except Exception as e:  # OOM and any other failure end this run only; the sweep goes on
-        end.update(status=classify_failure(e), message=first_line(e))
-        emit(log_event("error", traceback_text(e), run=run.index))
-    end["total_time"] = engine.elapsed() if engine is not None else math.nan
-    end["last_close_time_s"] = float(getattr(engine, "last_close_time", math.nan))  # the fit engine: not measured
-    hooks.on_run_end(end)
-    return end["status"]

@@ -220,6 +220,7 @@ def _train(request: dict, conn: Connection, data) -> None:
         tf, tf_device, nvml_index, device_name = _setup_tensorflow(
             run.sweep.device, run.sweep.tf_threads, run.sweep.replicas
         )
+        from batchlab.core.training import run as run_module
         from batchlab.core.training import trainer
 
         if data is None:
@@ -238,7 +239,7 @@ def _train(request: dict, conn: Connection, data) -> None:
             startup.requested(requested_at, FORKED)
             built, emit = prepared
             emit.release(conn.send)
-        trainer.train_run(
+        run_module.train_run(
             run,
             conn.send,
             lambda: conn.poll(0),

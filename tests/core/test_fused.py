@@ -20,7 +20,7 @@ os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 from batchlab.core.errors import SpecError
 from batchlab.core.spec import build_spec
-from batchlab.core.training.trainer import train_run
+from batchlab.core.training.run import train_run
 
 # 100 samples at batch 16: 7 steps an epoch, the last of 4 samples; evaluations every 3 steps and a step
 # decay of the rate every epoch, so calls of 4 are cut at evaluation points and epoch ends. Shuffled: the

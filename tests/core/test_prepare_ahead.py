@@ -48,7 +48,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import tensorflow as tf
 from batchlab.core.spec import build_spec
 from batchlab.core.training.child import set_threads
-from batchlab.core.training import trainer
+from batchlab.core.training import run as run_module
 
 set_threads(tf, 1)  # before the first op, as the training child does
 spec = build_spec({**json.loads(sys.argv[1]), "batch_sizes": [32]})
@@ -58,13 +58,13 @@ def train(way):
     events = []
     built = None
     if way != "plain":
-        hooks = trainer.standard_hooks(0, events.append, None, None)
-        built = trainer.build_run(run, events.append, lambda: False, hooks)
+        hooks = run_module.standard_hooks(0, events.append, None, None)
+        built = run_module.build_run(run, events.append, lambda: False, hooks)
         if way == "prepared":
             built.engine.warm_up()
         else:  # the control: the warm-up's first call without setting the variables back
             built.engine.fused.call(tf.range(200), 0, 1, 32)
-    trainer.train_run(run, events.append, lambda: False, None, None, "cpu", built=built)
+    run_module.train_run(run, events.append, lambda: False, None, None, "cpu", built=built)
     steps = [e for e in events if e["type"] == "steps"]
     started = next(e for e in events if e["type"] == "run_started")
     return {"loss": [v for e in steps for v in e["loss"]], "traced": [v for e in steps for v in e["traced"]],

@@ -122,16 +122,16 @@ os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 from batchlab.core import settings
 from batchlab.core.spec import build_spec
-from batchlab.core.training import trainer
+from batchlab.core.training import run as run_module
 from tests.core.test_settings_groups import TINY, TOY
 
 with settings.registered(TOY):
     run = build_spec({**TINY, "toy_level": 7, "target": "train_loss=0.0001"}).runs()[0]
     events = []
-    hooks = trainer.standard_hooks(0, events.append, None, None)
-    built = trainer.build_run(run, events.append, lambda: False, hooks)
+    hooks = run_module.standard_hooks(0, events.append, None, None)
+    built = run_module.build_run(run, events.append, lambda: False, hooks)
     names = hooks.names()
-    status = trainer.train_run(run, events.append, lambda: False, None, None, "cpu", built=built)
+    status = run_module.train_run(run, events.append, lambda: False, None, None, "cpu", built=built)
     toy = [e["message"] for e in events if e["type"] == "log" and e["message"].startswith("toy")]
     steps = sum(len(e["loss"]) for e in events if e["type"] == "steps")
 print(json.dumps({"names": names, "status": status, "toy": toy, "steps": steps}))

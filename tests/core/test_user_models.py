@@ -112,7 +112,7 @@ import keras
 from batchlab.core.runfile.writer import RunFileWriter
 from batchlab.core.errors import SpecError
 from batchlab.core.spec import build_spec
-from batchlab.core.training.trainer import train_run
+from batchlab.core.training.run import train_run
 
 root = Path(sys.argv[1])
 rng = np.random.default_rng(0)
