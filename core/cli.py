@@ -10,9 +10,21 @@ import argparse
 import json
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
+from batchlab.core.commands.printing import (
+    print_analysis,
+    print_batch_changes,
+    print_explanation,
+    print_metrics_table,
+    print_noise_scale,
+    print_profile,
+    print_range_table,
+    print_seed_table,
+    print_table,
+    profile_json,
+    read_profile,
+)
 from batchlab.core.errors import SpecError
 from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_file
 from batchlab.core.presets import PRESETS
@@ -91,7 +103,6 @@ def _build_parser() -> argparse.ArgumentParser:
     sub.add_parser("presets", help="list the named presets and their defaults")
     _add_max_batch_parser(sub)
     _add_lr_find_parser(sub)
-    _add_profile_parser(sub)
     for module in _command_modules():
         module.add_parser(sub)
     return parser
@@ -99,7 +110,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 # Commands that live in their own module (core/commands/NAME.py): each has NAME, add_parser(sub) and
 # run(args) -> exit code. A new command adds its module here and touches nothing else in this file.
-COMMAND_MODULES: tuple[str, ...] = ("bench", "compare", "export")
+COMMAND_MODULES: tuple[str, ...] = ("bench", "compare", "export", "profile")
 
 
 def _command_modules():
@@ -232,99 +243,6 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_table(path: Path) -> None:
-    from batchlab.core.model import SweepData
-    from batchlab.core.table import format_table, summary_rows, target_line
-
-    sweep = SweepData.from_file(path)
-    line = target_line(sweep.spec)
-    if line:
-        print(textwrap.fill(line, text_width(), subsequent_indent="  "))
-    rows = summary_rows(sweep)
-    print(format_table(rows, width=terminal_columns()))
-    _print_batch_changes(sweep)
-    _print_seed_table(rows)
-    _print_explanation(sweep)
-    _print_analysis(sweep)
-    _print_metrics_table(rows)
-    _print_noise_scale(sweep)
-
-
-def _print_noise_scale(sweep) -> None:
-    """The gradient noise scale of the runs that measured it (--noise-scale-every), if any."""
-    from batchlab.core.analysis.noise_scale import noise_scale_report
-
-    lines = noise_scale_report(sweep)
-    if lines:
-        print("\nGradient noise scale (McCandlish et al. 2018: with a rate tuned per batch size, Bcrit ~ B_simple):")
-        print("\n".join(lines))
-
-
-def _print_batch_changes(sweep) -> None:
-    """With a batch schedule: where each run's batch (and, for grow, its rate) changed (core.table)."""
-    from batchlab.core.table import batch_schedule_lines
-
-    for line in batch_schedule_lines(sweep):
-        print(line)
-
-
-def _print_metrics_table(rows: list[dict]) -> None:
-    """The model's compiled metrics at the end of each run (core.table.format_metrics_table), if any."""
-    from batchlab.core.table import format_metrics_table
-
-    text = format_metrics_table(rows)
-    if text:
-        print("\nThe model's metrics at the end of each run:")
-        print(text)
-
-
-def _print_seed_table(rows: list[dict[str, Any]]) -> None:
-    """With several seeds per batch size: every figure per batch size as mean [min-max] (core/aggregate.py)."""
-    from batchlab.core.table import format_seed_table, seeds_line
-
-    line = seeds_line(rows)
-    if line:
-        print()
-        print(line)
-        print(format_seed_table(rows))
-
-
-def _print_explanation(sweep, others=()) -> None:
-    """Why the times and memory came out as they did (core/analysis/explain.py), one paragraph per point;
-    `others`: sweeps at other replicas for the scaling lines."""
-    import textwrap
-
-    from batchlab.core.analysis.explain import explain_sweep
-    from batchlab.core.sweep.peak import cached_peak
-
-    peak = cached_peak(sweep.environment.get("device_description", ""))
-    print()
-    print("Why the times and memory came out this way:")
-    for paragraph in explain_sweep(sweep, peak_flops=peak, others=others):
-        print(textwrap.fill(paragraph, text_width(), initial_indent="- ", subsequent_indent="  "))
-
-
-def _print_analysis(sweep, profile=None) -> None:
-    """Steps and time to target, the critical batch, regimes and the recommendation (core/analysis/analyse.py);
-    `profile`: a profile's prediction (predict.ProfilePrediction) the recommendation checks."""
-    import textwrap
-
-    from batchlab.core.analysis.advice import analysis_table
-    from batchlab.core.analysis.analyse import analyse
-    from batchlab.core.analysis.loss_level import format_loss_level
-
-    analysis = analyse(sweep, profile)
-    print()
-    print("Which batch size, and why (docs/analysis.md):")
-    if analysis.target and analysis.batches:
-        print(analysis_table(analysis))
-    level = format_loss_level(analysis.loss_level)
-    if level:
-        print(level)
-    for paragraph in analysis.recommendation:
-        print(textwrap.fill(paragraph, text_width(), initial_indent="- ", subsequent_indent="  "))
-
-
 def sweep_values(args: argparse.Namespace) -> dict[str, Any]:
     """The spec values `batchlab sweep` options give (None: not given, the preset's); the window builds the same."""
     return settings_values(args)
@@ -359,7 +277,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     print(f"run file: {out}")
-    _print_table(out)
+    print_table(out)
     return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
 
 
@@ -392,20 +310,8 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
     with _Interrupts(runner, progress):
         status = run_lr_find(spec, settings, out, sink=show, overwrite=args.overwrite, runner=runner)
     print(f"run file: {out}")
-    _print_range_table(out)
+    print_range_table(out)
     return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
-
-
-def _print_range_table(path) -> None:
-    from batchlab.core.lr_find import SKIP_FRACTION, STOP_FACTOR, format_range_table, range_rows
-    from batchlab.core.runfile.reader import read_run_file
-
-    print(format_range_table(range_rows(read_run_file(path))))
-    print(
-        f"suggested lr: steepest fall of the smoothed loss per unit of log(lr), first {SKIP_FRACTION:.0%} of the "
-        f"points skipped; min/10: the rate of the lowest smoothed loss / 10; the test stops when the smoothed loss "
-        f"exceeds {STOP_FACTOR:g}x its best. Use it in a sweep with --lr-from {path}"
-    )
 
 
 def _is_lr_find_file(path) -> bool:
@@ -423,7 +329,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if _is_lr_find_file(args.file):
         return _report_lr_find(args)
     sweep = SweepData.from_file(args.file)  # the same model, and so the same figures, as the window
-    profile = _read_profile(args.profile) if args.profile is not None else None  # a bad file: one line, first
+    profile = read_profile(args.profile) if args.profile is not None else None  # a bad file: one line, first
     others = [SweepData.from_file(path) for path in getattr(args, "scaling_with", [])]
     rows = summary_rows(sweep)
     if args.json:
@@ -436,7 +342,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from batchlab.core.analysis.explain import explain_scaling
 
         payload["scaling"] = explain_scaling(sweep, others)  # the explanation's scaling lines (docs/scaling.md)
-        payload.update(_profile_json(args.file, sweep))
+        payload.update(profile_json(args.file, sweep))
         print(json.dumps(payload, indent=2, default=str))
         return EXIT_OK
     env = sweep.environment
@@ -451,101 +357,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     if tasks:
         print(f"task: {', '.join(tasks)}")
     print(format_table(rows, width=terminal_columns()))
-    _print_batch_changes(sweep)
-    _print_seed_table(rows)
+    print_batch_changes(sweep)
+    print_seed_table(rows)
     print_time_account(sweep)
-    _print_explanation(sweep, others)
-    _print_analysis(sweep, profile)  # with a profile, its recommendation says how far the prediction was off
-    _print_metrics_table(rows)
-    _print_noise_scale(sweep)
-    _print_profile(args.file)
+    print_explanation(sweep, others)
+    print_analysis(sweep, profile)  # with a profile, its recommendation says how far the prediction was off
+    print_metrics_table(rows)
+    print_noise_scale(sweep)
+    print_profile(args.file)
     return EXIT_OK
-
-
-def _add_profile_parser(sub) -> None:
-    from batchlab.core.sweep.profile import PROFILE_BATCHES, PROFILE_STEPS
-
-    parser = sub.add_parser(
-        "profile",
-        help="predict the best batch before a sweep: a short run per batch size measuring noise scale and step time",
-    )
-    for option, _field, help_text in SWEEP_OPTIONS:
-        if option == "--batch-sizes":
-            help_text = f"2 or 3 batch sizes to profile (default: {PROFILE_BATCHES} from the preset's list)"
-        parser.add_argument(option, default=None, help=help_text)
-    parser.add_argument(
-        "--steps", default=None, help=f"optimizer steps per batch size (default {PROFILE_STEPS}, after any warmup)"
-    )
-    parser.add_argument(
-        "--out", default=None, help=f"run file to write (default {DEFAULT_OUT_DIR}/profile-PRESET-TIME.h5)"
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-
-
-def _profile_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The sweep a profile runs (core/sweep/profile.py) from `batchlab profile`'s options."""
-    from batchlab.core.sweep.profile import profile_values
-
-    return profile_values({f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}, args.steps)
-
-
-def cmd_profile(args: argparse.Namespace) -> int:
-    from batchlab.core.sweep.profile import profile_runner, profile_spec, run_profile
-
-    spec = profile_spec({f: getattr(args, o[2:].replace("-", "_")) for o, f, _ in SWEEP_OPTIONS}, args.steps)
-    if args.out:
-        out = check_run_file(args.out, overwrite=args.overwrite)
-    else:
-        out = check_run_file(default_run_file(f"profile-{spec.preset}"), create_folder=True)
-    runner = profile_runner(spec)
-    progress = ProgressPrinter(spec, stream=sys.stderr)
-    try:
-        with _Interrupts(runner, progress):
-            status = run_profile(spec, out, sink=progress.handle, overwrite=args.overwrite, runner=runner)
-    finally:
-        progress.close()
-    print(f"run file: {out}")
-    _print_table(out)
-    _print_profile(out)
-    print(f"check it later with: batchlab report SWEEP.h5 --profile {out}")
-    return EXIT_INTERRUPTED if status == "interrupted" else EXIT_OK
-
-
-def _profile_json(path, sweep) -> dict[str, Any]:
-    """report --json of a profile file: its prediction as "profile_prediction" (null when it has none)."""
-    from batchlab.core.analysis.predict import PROFILE_MODE, predict_from_profile
-    from batchlab.core.runfile.reader import read_run_file
-
-    if read_run_file(path).attrs.get("mode") != PROFILE_MODE:
-        return {}
-    prediction = predict_from_profile(sweep)
-    return {"profile_prediction": prediction.as_dict() if prediction is not None else None}
-
-
-def _print_profile(path) -> None:
-    """A profile file's own prediction (nothing for other run files)."""
-    from batchlab.core.analysis.predict import PROFILE_MODE, describe_prediction, predict_from_profile
-    from batchlab.core.model import SweepData
-    from batchlab.core.runfile.reader import read_run_file
-
-    if read_run_file(path).attrs.get("mode") == PROFILE_MODE:
-        prediction = predict_from_profile(SweepData.from_file(path))
-        print("\nPrediction from this profile (McCandlish et al. 2018, Bcrit ~ B_simple):")
-        if prediction is None:
-            print("none: it needs a finite B_simple and a steady step time at two batch sizes at least")
-        else:
-            print("\n".join(describe_prediction(prediction)))
-
-
-def _read_profile(path):
-    """The prediction of `report --profile FILE` (predict.ProfilePrediction); SpecError when it holds none."""
-    from batchlab.core.analysis.predict import predict_from_profile
-    from batchlab.core.model import SweepData
-
-    prediction = predict_from_profile(SweepData.from_file(path))
-    if prediction is None:
-        raise SpecError("profile", f"{path} holds no prediction (no finite B_simple or step-time fit)")
-    return prediction
 
 
 def _report_lr_find(args: argparse.Namespace) -> int:
@@ -558,7 +378,7 @@ def _report_lr_find(args: argparse.Namespace) -> int:
         return EXIT_OK
     env = record.environment
     print(f"{args.file}: LR range test {record.status}; {env.get('device_description', 'unknown device')}")
-    _print_range_table(args.file)
+    print_range_table(args.file)
     return EXIT_OK
 
 
@@ -612,7 +432,6 @@ COMMANDS = {
     "presets": cmd_presets,
     "max-batch": cmd_max_batch,
     "lr-find": cmd_lr_find,
-    "profile": cmd_profile,
 }
 
 

@@ -357,7 +357,8 @@ def test_a_later_sweep_says_how_far_the_prediction_was_off():
 
 
 def test_a_profile_picks_three_of_the_presets_batch_sizes_that_can_be_split():
-    from batchlab.core.cli import _build_parser, _profile_values
+    from batchlab.core.cli import _build_parser
+    from batchlab.core.commands.profile import profile_values as _profile_values
     from batchlab.core.spec import build_spec
 
     args = _build_parser().parse_args(["profile", "--preset", "mnist-cnn-98"])  # its batch sizes are 8 to 512
@@ -372,7 +373,8 @@ def test_a_profile_picks_three_of_the_presets_batch_sizes_that_can_be_split():
 def test_a_profile_of_a_preset_with_a_warmup_measures_past_it():
     """`batchlab profile --preset golmant-lsr` was refused: its 2-epoch warmup (512 steps at batch 16) outlasted
     the 200-step budget. The default budget is now 200 steps after the warmup; --steps is still taken as given."""
-    from batchlab.core.cli import _build_parser, _profile_values
+    from batchlab.core.cli import _build_parser
+    from batchlab.core.commands.profile import profile_values as _profile_values
     from batchlab.core.errors import SpecError
     from batchlab.core.spec import build_spec
 
