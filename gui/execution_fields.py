@@ -14,7 +14,15 @@ from batchlab.gui.collapsible import Collapsible
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QVBoxLayout
 
-EXECUTION_FIELDS = ("accumulate", "fused", "xla", "mixed_precision", "noise_scale_every", "noise_scale_parts")
+EXECUTION_FIELDS = (
+    "accumulate",
+    "fused",
+    "replicas",
+    "xla",
+    "mixed_precision",
+    "noise_scale_every",
+    "noise_scale_parts",
+)
 _CLI_HELP = {s.name: s.help for s in settings.settings()}  # each setting's help, as `batchlab sweep --help` gives it
 
 
@@ -30,6 +38,7 @@ class ExecutionFields:
         form = self.execution.form
         self._described_row(form, "accumulate")
         self._described_row(form, "fused")
+        self._described_row(form, "replicas")  # data-parallel replicas (docs/scaling.md)
         self.xla = QCheckBox("compile with XLA (partly: auto)")
         self.xla.setTristate(True)  # unchecked: off, partly: auto (xla_choice.py), checked: on
         self._row(form, "xla", "", self.xla)
@@ -45,6 +54,7 @@ class ExecutionFields:
         return {
             "accumulate": self.accumulate.text(),
             "fused": self.fused.text(),
+            "replicas": self.replicas.text(),
             "xla": XLA_AUTO if self.xla.checkState() == Qt.CheckState.PartiallyChecked else self.xla.isChecked(),
             "mixed_precision": self.mixed_precision.isChecked() and a("mixed_precision"),
             "noise_scale_every": self.noise_scale_every.text(),
@@ -79,6 +89,9 @@ class ExecutionFields:
         """One line saying what the collapsed section holds, e.g. "8 steps per call · XLA · noise scale off"."""
         fused = str(values["fused"]).strip() or "1"
         parts = ["one step per call" if fused == "1" else f"{fused} steps per call"]
+        replicas = str(values.get("replicas") or "").strip()
+        if replicas not in ("", "1"):
+            parts.append(f"{replicas} replicas")
         accumulate = str(values.get("accumulate") or "").strip()
         if accumulate not in ("", "1"):
             parts.insert(0, f"{accumulate} micro-batches per update")

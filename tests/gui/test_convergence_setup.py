@@ -173,10 +173,10 @@ def test_the_section_summarises_itself_while_collapsed(panel):
 def test_your_models_compiled_metrics_are_target_choices(panel, tmp_path, monkeypatch):
     """A .keras model's compiled metrics (read without TensorFlow) join the target metrics as val_NAME."""
     from batchlab.core import model_file
-    from batchlab.gui import setup_panel
+    from batchlab.gui import data_fields
 
     info = model_file.ModelInfo("m", [(784,)], ["float32"], [(10,)], "mse", metrics=["mae"])
-    for module in (setup_panel, model_file):
+    for module in (data_fields, model_file):
         monkeypatch.setattr(module, "cached_model_info", lambda _path: info)
     model = tmp_path / "m.keras"
     model.write_bytes(b"")  # its outline comes from the stand-in above
