@@ -162,46 +162,8 @@ def train_run(
         if built is None:
             built = build_run(run, emit, should_stop, hooks, data, clock)
         setup, engine = built.setup, built.engine
-        budget = run.sweep.budget
-        planned_steps = budget.steps(setup.samples, run.batch_size)
-        planned_epochs = budget.epochs(setup.samples, run.batch_size)
-        bounds: tuple[int, int | None, int | None] = (planned_epochs, planned_steps, None)
-        if setup.batch_plan is not None:  # the steps and epochs of the schedule (two_phase: before its switch)
-            epochs_of_steps, _ = batch_rules.step_batches(
-                setup.batch_plan, run.batch_size, setup.samples, budget.unit, budget.amount
-            )
-            planned_steps, planned_epochs = len(epochs_of_steps), epochs_of_steps[-1] + 1
-            bounds = batch_rules.training_bounds(setup.batch_plan, setup.samples, budget.unit, budget.amount)
-        hooks.on_run_begin(
-            {
-                "run": run.index,
-                "batch_size": run.batch_size,
-                "seed": run.seed,
-                "pid": os.getpid(),
-                "nice": os.getpriority(os.PRIO_PROCESS, 0),
-                "device": device_name,
-                "steps_per_epoch": setup.steps_per_epoch,
-                "epochs": planned_epochs,
-                "planned_steps": planned_steps,
-                "budget": f"{budget.amount} {budget.unit}",
-                "target": run.sweep.target or "",
-                "eval_every": run.sweep.eval_every or -1,
-                "samples": setup.samples,
-                "lr": run.lr if run.lr is not None else math.nan,
-                "started": now_iso(),
-                "rss_before_training_bytes": current_rss_bytes(),
-                "task": setup.task,
-                "targets": setup.targets,
-                **engine.run_fields(),
-                **flops_fields(setup.model),
-                **accumulation_fields(run),
-                **execution_fields(run, setup.model, setup.xla_choice),
-                **replication_fields(run.sweep.replicas, run.batch_size),
-                **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
-                **(setup.batch_plan.attrs() if setup.batch_plan is not None else {}),
-                **(startup.fields() if startup is not None else {}),
-            }
-        )
+        planned_epochs, planned_steps, bounds = _planned(run, setup)
+        hooks.on_run_begin(_run_started_fields(run, setup, engine, device_name, planned_epochs, planned_steps, startup))
         faults.fail_if_injected(faults.FAIL_RUN_ENV, run.index)
         if setup.batch_plan is None:
             engine.train(planned_epochs, max_steps=planned_steps)
@@ -219,3 +181,51 @@ def train_run(
     end["last_close_time_s"] = float(getattr(engine, "last_close_time", math.nan))  # the fit engine: not measured
     hooks.on_run_end(end)
     return end["status"]
+
+
+def _planned(run: RunSpec, setup: RunSetup) -> tuple[int, int, tuple[int, int | None, int | None]]:
+    """The run's planned epochs and steps, and the bounds its engine trains to (a batch schedule has its own)."""
+    budget = run.sweep.budget
+    planned_steps = budget.steps(setup.samples, run.batch_size)
+    planned_epochs = budget.epochs(setup.samples, run.batch_size)
+    bounds: tuple[int, int | None, int | None] = (planned_epochs, planned_steps, None)
+    if setup.batch_plan is not None:  # the steps and epochs of the schedule (two_phase: before its switch)
+        epochs_of_steps, _ = batch_rules.step_batches(
+            setup.batch_plan, run.batch_size, setup.samples, budget.unit, budget.amount
+        )
+        planned_steps, planned_epochs = len(epochs_of_steps), epochs_of_steps[-1] + 1
+        bounds = batch_rules.training_bounds(setup.batch_plan, setup.samples, budget.unit, budget.amount)
+    return planned_epochs, planned_steps, bounds
+
+
+def _run_started_fields(run, setup, engine, device_name, planned_epochs, planned_steps, startup) -> dict[str, Any]:
+    """What run_started says about the run: its plan, device, model, execution and start-up."""
+    budget = run.sweep.budget
+    return {
+        "run": run.index,
+        "batch_size": run.batch_size,
+        "seed": run.seed,
+        "pid": os.getpid(),
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "device": device_name,
+        "steps_per_epoch": setup.steps_per_epoch,
+        "epochs": planned_epochs,
+        "planned_steps": planned_steps,
+        "budget": f"{budget.amount} {budget.unit}",
+        "target": run.sweep.target or "",
+        "eval_every": run.sweep.eval_every or -1,
+        "samples": setup.samples,
+        "lr": run.lr if run.lr is not None else math.nan,
+        "started": now_iso(),
+        "rss_before_training_bytes": current_rss_bytes(),
+        "task": setup.task,
+        "targets": setup.targets,
+        **engine.run_fields(),
+        **flops_fields(setup.model),
+        **accumulation_fields(run),
+        **execution_fields(run, setup.model, setup.xla_choice),
+        **replication_fields(run.sweep.replicas, run.batch_size),
+        **(setup.schedule.plan.attrs() if setup.schedule is not None else {}),
+        **(setup.batch_plan.attrs() if setup.batch_plan is not None else {}),
+        **(startup.fields() if startup is not None else {}),
+    }
