@@ -20,12 +20,11 @@ from batchlab.core.analysis.analyse import Analysis, analyse
 from batchlab.core.analysis.loss_level import LossLevel, describe_level, loss_level_rows
 from batchlab.core.analysis.noise_scale import noise_scale_series
 from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
+from batchlab.gui.plot_axes import Axis, make_plot
 from batchlab.gui.plot_style import (
     LEFT_AXIS_PX,
     PLOT_COLOURS,
-    Axis,
     BatchColours,
-    make_plot,
     remove_items,
     run_brush,
     run_pen,

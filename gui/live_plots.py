@@ -36,13 +36,13 @@ from batchlab.gui.live_series import (
 from batchlab.gui.live_status import SweepPosition
 from batchlab.gui.memory_plot import MEMORY_SERIES, RSS_BASE
 from batchlab.gui.planned_range import planned_epochs, planned_x
+from batchlab.gui.plot_axes import make_plot
 from batchlab.gui.plot_style import (
     PLOT_COLOURS,
     SOURCE_LABELS,
     BatchColours,
     ZeroAnchor,
     lay_out_grid,
-    make_plot,
     run_brush,
     run_pen,
     sync_legend,
@@ -88,7 +88,7 @@ class LivePlots(QWidget):
         }
         for widget in self.plots.values():
             # Qt widens every repainted rect by 2 px for antialiased edges, so a repaint of the view took in
-            # the axes' tick labels next to it (see plot_style.Axis); items here keep inside their bounds.
+            # the axes' tick labels next to it (see plot_axes.Axis); items here keep inside their bounds.
             widget.setOptimizationFlag(widget.OptimizationFlag.DontAdjustForAntialiasing, True)
         for plot_id in ("epoch_split", "throughput", "memory"):
             anchor = ZeroAnchor()

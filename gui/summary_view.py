@@ -15,6 +15,7 @@ import numpy as np
 import pyqtgraph as pg
 from batchlab.core.aggregate import aggregate_by_batch
 from batchlab.core.model import RunData, SweepData
+from batchlab.gui.plot_axes import make_plot
 from batchlab.gui.plot_style import (
     MIB,
     PLOT_COLOURS,
@@ -22,7 +23,6 @@ from batchlab.gui.plot_style import (
     BatchColours,
     ZeroAnchor,
     lay_out_grid,
-    make_plot,
     remove_items,
     run_brush,
     run_pen,

@@ -12,7 +12,8 @@ import math
 import pyqtgraph as pg
 from batchlab.core.analysis.time_account import PART_NAMES, PART_WORDS, TimeAccount, sweep_accounts
 from batchlab.core.model import SweepData
-from batchlab.gui.plot_style import make_plot, remove_items, sync_legend
+from batchlab.gui.plot_axes import make_plot
+from batchlab.gui.plot_style import remove_items, sync_legend
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget

@@ -14,7 +14,8 @@ import pyqtgraph as pg
 import pytest
 from batchlab.core.model import SweepData
 from batchlab.gui.files import export_plot
-from batchlab.gui.plot_style import configure_pyqtgraph, make_plot
+from batchlab.gui.plot_axes import make_plot
+from batchlab.gui.plot_style import configure_pyqtgraph
 from batchlab.gui.runs_table import NOT_MEASURED, SHOWN_FIGURES
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage

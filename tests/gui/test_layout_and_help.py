@@ -8,7 +8,8 @@ import pytest
 from batchlab.core.presets import PRESETS
 from batchlab.gui import help as help_dialogs
 from batchlab.gui import theme as themes
-from batchlab.gui.plot_style import LEGEND_MAX_SHARE, Log2Axis
+from batchlab.gui.plot_axes import Log2Axis
+from batchlab.gui.plot_style import LEGEND_MAX_SHARE
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QFontMetrics, QPalette
 from PySide6.QtWidgets import QApplication, QLabel
@@ -524,7 +525,8 @@ def test_every_plot_title_fits_its_plot_whole(main_window, tmp_path, width, heig
 
 
 def test_a_title_too_long_for_its_plot_is_elided_with_the_whole_title_as_tooltip(qapp, light_afterwards):
-    from batchlab.gui.plot_style import apply_plot_colours, make_plot, set_plot_colours
+    from batchlab.gui.plot_axes import make_plot
+    from batchlab.gui.plot_style import apply_plot_colours, set_plot_colours
 
     title = "Loss vs wall-clock time since the start of the run"
     plot = make_plot(title, "time", "s", "loss", None)

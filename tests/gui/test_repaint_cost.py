@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from batchlab.core.model import SweepData
-from batchlab.gui.plot_style import TickGrid
+from batchlab.gui.plot_axes import TickGrid
 from batchlab.gui.runs_table import RunsModel
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
