@@ -30,6 +30,7 @@ from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_fil
 from batchlab.core.presets import PRESETS
 from batchlab.core.settings.arguments import add_sweep_arguments, value_options
 from batchlab.core.settings.arguments import sweep_values as settings_values
+from batchlab.core.settings.base import whole
 from batchlab.core.spec import FIELD_PARSERS, build_spec
 from batchlab.core.sweep.interrupts import Interrupts as _Interrupts
 from batchlab.core.sweep.progress import ProgressPrinter
@@ -182,13 +183,7 @@ def _add_lr_find_parser(sub) -> None:
 def _int_option(name: str, value, default: int, low: int, high: int) -> int:
     if value is None:
         return default
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise SpecError(name, f"{value!r} is not allowed; use a whole number from {low} to {high}")
-    return number
+    return whole(name, value, low, f"use a whole number from {low} to {high}", high)
 
 
 def cmd_max_batch(args: argparse.Namespace) -> int:

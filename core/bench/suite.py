@@ -19,6 +19,7 @@ from typing import Any
 from batchlab.core.bench.machine import machine_attrs
 from batchlab.core.errors import SpecError
 from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, user_path
+from batchlab.core.settings.base import whole
 from batchlab.core.spec import SweepSpec, build_spec
 from batchlab.core.sweep.runner import SweepRunner
 
@@ -112,13 +113,7 @@ def plan_bench(
 
 
 def _whole(name: str, value: int | str, low: int, high: int) -> int:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise SpecError(name, f"{value!r} is not allowed; use a whole number from {low} to {high}")
-    return number
+    return whole(name, value, low, f"use a whole number from {low} to {high}", high)
 
 
 def suite_attrs(plan: BenchPlan, workload: BenchWorkload, bench_id: str) -> dict[str, Any]:
