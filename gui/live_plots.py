@@ -110,6 +110,9 @@ class LivePlots(QWidget):
         # Runs that ended long ago are drawn by their batch size's group curve (gui/finished_curves.py)
         self.finished = FinishedCurves()
         self._recent: dict[str, set[int]] = {}  # source -> the ended runs that keep their own curves
+        # source -> the runs that had ended before the last KEEP_OWN at the snapshot: drawn by their group. Taken
+        # at the snapshot, so a run that ends between it and a plot's draw keeps its own curve.
+        self._old: dict[str, set[int]] = {}
         self._style_named: dict[str, pg.PlotDataItem] = {}  # series -> its grey legend sample
         self._memory_label = ""
         self._expected_memory: set[str] = set()  # memory columns the live main sweep will draw (see _prepare)
@@ -154,6 +157,7 @@ class LivePlots(QWidget):
         for key in [k for k in self._batch_legend if k[1] == source]:
             self.plots[key[0]].getPlotItem().legend.removeItem(self._batch_legend.pop(key))
         self._recent.pop(source, None)
+        self._old.pop(source, None)
         self.running.remove(source)
         self.bars.remove(source)
         self.evals.remove(self.plots, source)
@@ -212,6 +216,7 @@ class LivePlots(QWidget):
             recent = set(sorted(ended)[-KEEP_OWN:])
             left = self._recent.get(source, set()) - recent
             self._recent[source] = recent
+            self._old[source] = set(ended) - recent
             if left:  # now long ago: drawn again, into their groups
                 self._forget_drawn({(source, index) for index in left})
 
@@ -222,11 +227,7 @@ class LivePlots(QWidget):
 
     def _in_group(self, source: str, run: RunData) -> bool:
         """True where a run is drawn by its batch size's group curve: ended, not recent, not selected."""
-        return (
-            run.status not in ("pending", "running")
-            and run.index not in self._recent.get(source, ())
-            and (source, run.index) not in self.selection
-        )
+        return run.index in self._old.get(source, ()) and (source, run.index) not in self.selection
 
     def _rows(self, source: str, run: RunData, table: str) -> int:
         steps, epochs, evals = self._snapshot.get((source, run.index), (0, 0, 0))

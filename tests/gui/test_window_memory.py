@@ -45,3 +45,31 @@ def test_forty_runs_grow_the_window_by_little_more_than_their_data(qapp):
         assert max(float(np.nanmax(c.xData)) for c in groups) == 2 * SOAK_SAMPLES
     finally:
         window.close()
+
+
+def test_a_run_that_ends_between_the_snapshot_and_a_draw_keeps_its_own_curve(qapp):
+    """A run drawn by its group is one that had ended long ago at the last snapshot: a run ending after it (its
+    run_ended arriving before a later plot's draw in the same frame) kept its points in no curve of its own, and
+    a loaded CI machine caught the window with run 0 of a 2-run sweep in a group ('main', 0, 'loss_step')."""
+    from batchlab.core.model import SweepData
+    from batchlab.gui.live_plots import LivePlots
+    from batchlab.gui.plot_style import BatchColours
+
+    from tests.gui.synthetic import sweep_events
+
+    live = LivePlots(BatchColours())
+    live.resize(900, 600)
+    live.show()  # a hidden view does not draw
+    data = SweepData(label="race")
+    live.set_source("main", data)
+    events = list(sweep_events(batch_sizes=(64, 128), epochs=1, samples=256))
+    end = next(i for i, e in enumerate(events) if e["type"] == "run_ended")
+    for event in events[:end]:
+        data.handle(event)
+    live.take_snapshot()  # run 0 still running
+    data.handle(events[end])  # ... and it ends before the plots draw
+    for plot_id in live.plot_ids:
+        live.update_plot(plot_id)
+    assert ("main", 0, "loss_step") in live._curves
+    assert live.curve_count("loss_step") == 1 and not live.finished.items
+    live.deleteLater()
