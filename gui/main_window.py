@@ -119,6 +119,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.follower.writer_stopped.connect(self._show_writer_stopped)
         self.compare_follower = RunFileFollower(self)
         self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
+        self._make_readers()
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
@@ -289,6 +290,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
                 return False
             overwrite = True
         Path(out).parent.mkdir(exist_ok=True)
+        self.readers["main"].cancel()  # a file still being read must not replace the sweep when read
         self.follower.stop()
         self.data = SweepData(label=Path(out).name, path=out)
         self.progress = SweepProgress(spec)
@@ -624,6 +626,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         if self.max_batch_dialog is not None:
             self.max_batch_dialog.close()  # stops the search and waits for its child
         self.refresher.stop()
+        for reader in self.readers.values():
+            reader.shutdown()
         self.follower.stop()
         self.compare_follower.stop()
         self.save_settings()
