@@ -442,15 +442,22 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.progress_bar.setVisible(False)
         self.status_label.setText(f"{data.label}: {why}")
 
-    def _show_sweep(self, data: SweepData | None, source: str) -> None:
+    def _show_sweep(self, data: SweepData | None, source: str, gradual: bool = False) -> None:
+        """Show `data` as the main sweep or the comparison. gradual: the plots are drawn by the refresher's
+        ticks, a slice of runs each, and hidden tabs when shown (a file read in the thread: hundreds of runs)."""
         if source == "main":
             self.data = data
         else:
             self.compare = data
         self._recolour(refresh=False)
-        for view in (self.live, self.summary, self.explanation, self.analysis, self.table.runs_model):
+        for view in (self.summary, self.explanation, self.analysis, self.table.runs_model):
             view.set_source(source, data)
-        self.refresh()
+        self.live.set_source(source, data, draw=not gradual)
+        if gradual and not self.refresher.active:
+            self.refresher.start()
+            self.refresher.drain()
+        else:
+            self.refresh()
         self._show_differences()
         names = [d.label for d in (self.data, self.compare) if d is not None and d.label]
         self.setWindowTitle("BatchLab" + (f" — {' vs '.join(names)}" if names else ""))

@@ -163,7 +163,7 @@ class FileActionsMixin:
         (self.follower if source == "main" else self.compare_follower).follow(path, data.label, data)
         if not any(r.busy for r in self.readers.values()):
             self.progress_bar.setVisible(False)
-        self._show_sweep(data, source)
+        self._show_sweep(data, source, gradual=self.read_in_thread)
         self.recent.add(path)
         self.actions.refresh_recent()
         (self._opened_main if source == "main" else self._opened_compare)(data, path)
