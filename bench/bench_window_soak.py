@@ -227,8 +227,7 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
     call("compare", lambda: window.open_compare(path), "compare", 1.8)
     for index in range(window.views.count()):
         call(f"tab {window.views.tabText(index)}", lambda index=index: window.views.setCurrentIndex(index))
-    window.views.setCurrentIndex(0)
-    settle(0.5)
+    call("back to tab Live", lambda: window.views.setCurrentIndex(0), after_s=1.8)
     call("select a run", lambda: window.table.selectRow(3), after_s=0.8)
     heartbeat.stop()
     for name, ms in timed:

@@ -121,6 +121,8 @@ class LivePlots(QWidget):
         self.selection: set[RunKey] = set()
         self.set_points: dict[str, int] = {}  # plot id -> points handed to setData by its last update (tests)
         self.unfinished: set[str] = set()  # plots whose last update ran out of its time budget (runs left to draw)
+        # Called when the tab is shown; True if it will draw what is due itself (MainWindow: the refresher's ticks)
+        self.on_shown: Callable[[], bool] | None = None
 
     def _build_layout(self) -> None:
         self.x_choice = QComboBox()
@@ -244,6 +246,8 @@ class LivePlots(QWidget):
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
+        if self.on_shown is not None and self.on_shown():  # the window's refresher draws it, a slice per tick
+            return
         self.pacer.draw(self.plot_ids, self.update_plot)  # what arrived while another tab showed
 
     def has_pending(self) -> bool:

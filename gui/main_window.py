@@ -120,6 +120,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.compare_follower = RunFileFollower(self)
         self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
         self._make_readers()
+        self.live.on_shown = self._draw_live_in_slices
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
@@ -453,7 +454,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
         for view in (self.summary, self.explanation, self.analysis, self.table.runs_model):
             view.set_source(source, data)
         self.live.set_source(source, data, draw=not gradual)
-        if gradual and not self.refresher.active:
+        if gradual and not self.refresher.live:  # (a last frame in progress starts again: every plot is due)
             self.refresher.start()
             self.refresher.drain()
         else:
@@ -473,6 +474,15 @@ class MainWindow(FileActionsMixin, QMainWindow):
         if source == "main":
             self.oom_offer.show_for(data, running=self.running)
         self._update_actions()
+
+    def _draw_live_in_slices(self) -> bool:
+        """The Live tab is shown again: while no data arrives, what it missed (the rest of a 500-run file's
+        runs, a selection) is drawn by the refresher's last frame, a slice of runs per tick; True if so."""
+        if self.refresher.active or not self.live.has_pending():
+            return False
+        self.refresher.start()
+        self.refresher.drain()
+        return True
 
     def _show_differences(self) -> None:
         """The banner above the plots: the settings in which the shown sweeps differ, per sweep."""

@@ -41,6 +41,7 @@ def test_threaded_open_and_compare_show_what_a_synchronous_read_shows(main_windo
     assert w.open_file(a) and w.open_compare(b)  # synchronous (the fixture's default)
     expected = _table_csv(w, tmp_path, "sync.csv")
     expected_loss = {i: r.figures.final_loss for i, r in w.data.runs.items()}
+    expected_curves = {plot_id: w.live.curve_count(plot_id) for plot_id in w.live.plot_ids}
     w.close_compare()
     w.read_in_thread = True
     assert w.open_file(a)
@@ -53,6 +54,9 @@ def test_threaded_open_and_compare_show_what_a_synchronous_read_shows(main_windo
     assert w.compare.path == b and str(w.data.path) == a
     assert {i: r.figures.final_loss for i, r in w.data.runs.items()} == expected_loss
     assert _table_csv(w, tmp_path, "thread.csv") == expected
+    wait_until(lambda: not w.refresher.active, READ_S)  # the plots are drawn by the ticks, a slice at a time
+    assert {plot_id: w.live.curve_count(plot_id) for plot_id in w.live.plot_ids} == expected_curves
+    assert not w.live.has_pending()
     assert not w.progress_bar.isVisible()
 
 
