@@ -161,7 +161,7 @@ def real_sweep(seeds: int, headless: bool) -> int:
     return 0
 
 
-def open_and_compare(runs: int) -> int:
+def open_and_compare(runs: int, existing: str | None = None) -> int:
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -172,10 +172,13 @@ def open_and_compare(runs: int) -> int:
     folder = Path(tempfile.mkdtemp())
     seeds = range(-(-runs // len(SOAK_BATCH_SIZES)))
     t0 = time.monotonic()
-    path = write_run_file(
-        folder / "big.h5", batch_sizes=SOAK_BATCH_SIZES, seeds=seeds, epochs=SOAK_EPOCHS, samples=SOAK_SAMPLES
-    )
-    print(f"wrote {len(seeds) * len(SOAK_BATCH_SIZES)} runs in {time.monotonic() - t0:.1f} s: {path}")
+    if existing:
+        path = existing
+    else:
+        path = write_run_file(
+            folder / "big.h5", batch_sizes=SOAK_BATCH_SIZES, seeds=seeds, epochs=SOAK_EPOCHS, samples=SOAK_SAMPLES
+        )
+        print(f"wrote {len(seeds) * len(SOAK_BATCH_SIZES)} runs in {time.monotonic() - t0:.1f} s: {path}")
     from batchlab.gui.main_window import MainWindow
 
     window = MainWindow(QSettings(str(folder / "s.ini"), QSettings.Format.IniFormat))
@@ -195,12 +198,22 @@ def open_and_compare(runs: int) -> int:
     heartbeat.timeout.connect(beat)
     heartbeat.start(10)
     timed: list[tuple[str, float]] = []
+    stalls: list[tuple[str, float]] = []
 
-    def call(name, fn) -> None:
+    def call(name, fn, reader: str | None = None, after_s: float = 0.3) -> None:
+        """Time fn (and, for a threaded read, until it is shown), then let the window settle for after_s;
+        the longest heartbeat gap from the call to the end of the settling is the step's stall."""
+        first = len(gaps)
         t = time.perf_counter()
         fn()
         timed.append((name, 1000 * (time.perf_counter() - t)))
-        settle(0.3)
+        if reader is not None:  # read in the worker thread: wait (handling events) until it is shown
+            while window.readers[reader].busy:
+                app.processEvents()
+                time.sleep(0.002)
+            timed.append((f"{name}: read and shown", 1000 * (time.perf_counter() - t)))
+        settle(after_s)
+        stalls.append((name, 1000 * max(gaps[first:], default=0.0) - 10))
 
     def settle(seconds: float) -> None:
         end = time.perf_counter() + seconds
@@ -210,19 +223,17 @@ def open_and_compare(runs: int) -> int:
 
     before = rss_mib()
     settle(0.2)
-    call("open", lambda: window.open_file(path))
-    settle(1.5)  # the last frame draws one plot per tick
-    call("compare", lambda: window.open_compare(path))
-    settle(1.5)
+    call("open", lambda: window.open_file(path), "main", 1.8)  # the last frame draws one plot per tick
+    call("compare", lambda: window.open_compare(path), "compare", 1.8)
     for index in range(window.views.count()):
         call(f"tab {window.views.tabText(index)}", lambda index=index: window.views.setCurrentIndex(index))
-    window.views.setCurrentIndex(0)
-    settle(0.5)
-    call("select a run", lambda: window.table.selectRow(3))
-    settle(0.5)
+    call("back to tab Live", lambda: window.views.setCurrentIndex(0), after_s=1.8)
+    call("select a run", lambda: window.table.selectRow(3), after_s=0.8)
     heartbeat.stop()
     for name, ms in timed:
-        print(f"  {name:>16}: {ms:6.0f} ms (the call itself)")
+        print(f"  {name:>24}: {ms:6.0f} ms (the call itself)")
+    for name, ms in stalls:
+        print(f"  {name:>24}: longest heartbeat gap {ms:6.0f} ms")
     longest = 1000 * max(gaps) - 10
     print(f"longest heartbeat gap beyond its 10 ms: {longest:.0f} ms (target < {STALL_TARGET_MS:.0f})")
     print(f"RSS: {before:.1f} -> {rss_mib():.1f} MiB; load average {os.getloadavg()[0]:.1f}")
@@ -240,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", type=int, default=0, metavar="S", help="a real sweep of seeds 0..S-1 instead")
     parser.add_argument("--headless", action="store_true", help="with --real: the same sweep without a window")
     parser.add_argument("--open", type=int, default=0, metavar="N", help="open and compare an N-run file instead")
+    parser.add_argument("--file", metavar="H5", help="with --open: this run file instead of writing one")
     args = parser.parse_args(argv)
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "-1")
     if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
@@ -247,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.real:
         return real_sweep(args.real, args.headless)
     if args.open:
-        return open_and_compare(args.open)
+        return open_and_compare(args.open, args.file)
     return soak(args.runs, args.every, args.tab, args.screenshot, args.size)
 
 

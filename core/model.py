@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -398,9 +398,19 @@ class SweepData:
         return self.status
 
     @classmethod
-    def from_file(cls, path: str | Path, label: str = "") -> SweepData:
-        """Read a run file into the model; raises batchlab.core.runfile.RunFileError if it cannot."""
-        return cls.from_record(read_run_file(path), label=label or Path(path).name, path=str(path))
+    def from_file(
+        cls, path: str | Path, label: str = "", progress: Callable[[int, int], None] | None = None
+    ) -> SweepData:
+        """Read a run file into the model; raises batchlab.core.runfile.RunFileError if it cannot.
+
+        `progress(done, total)` after each run read (see read_run_file). Every run's figures are computed
+        here too, so a window that reads in a worker thread does not compute them on its own.
+        """
+        record = read_run_file(path, progress=progress)
+        data = cls.from_record(record, label=label or Path(path).name, path=str(path))
+        for run in data.runs.values():
+            run.figures  # noqa: B018 - computed now (cached on the run), not when a view first asks
+        return data
 
     # ------------------------------------------------------------ questions views ask
 

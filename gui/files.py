@@ -87,6 +87,12 @@ class RunFileFollower(QObject):
         """Load the file now (errors raise) and keep re-reading it while its status is "running"."""
         self.stop()
         data = load_sweep(path, label)
+        self.follow(path, label, data)
+        return data
+
+    def follow(self, path: str, label: str, data: SweepData) -> None:
+        """`data` was just read from `path` (here or in a worker thread): keep re-reading it while it is "running"."""
+        self.stop()
         self.path, self.label = path, label
         self._stamp = self._file_stamp()
         self._changed_at = self._clock()
@@ -94,7 +100,6 @@ class RunFileFollower(QObject):
         if data.status == "running":
             self._watcher.addPath(path)
             self._timer.start()
-        return data
 
     def stop(self) -> None:
         self._timer.stop()

@@ -123,6 +123,9 @@ class LivePlots(QWidget):
         self._bars_drawn: set[str] = set()  # sources whose bars were drawn
         self.selection: set[RunKey] = set()
         self.set_points: dict[str, int] = {}  # plot id -> points handed to setData by its last update (tests)
+        self.unfinished: set[str] = set()  # plots whose last update ran out of its time budget (runs left to draw)
+        # Called when the tab is shown; True if it will draw what is due itself (MainWindow: the refresher's ticks)
+        self.on_shown: Callable[[], bool] | None = None
 
     def _build_layout(self) -> None:
         self.x_choice = QComboBox()
@@ -149,8 +152,9 @@ class LivePlots(QWidget):
 
     # ------------------------------------------------------------ sources and axes
 
-    def set_source(self, source: str, data: SweepData | None) -> None:
-        """Show this sweep as `source` ("main" or "compare"), replacing what was there."""
+    def set_source(self, source: str, data: SweepData | None, draw: bool = True) -> None:
+        """Show this sweep as `source` ("main" or "compare"), replacing what was there; with draw=False the
+        plots are drawn by the refresher's ticks (a slice of runs each: a 500-run file took 1.7 s at once)."""
         for key in [k for k in self._curves if k[0] == source]:
             self._drop_curve(key)
         self.finished.remove_source(source, self._remove_item)
@@ -174,7 +178,10 @@ class LivePlots(QWidget):
             self.sources[source] = data
         for plot in self.plots.values():
             sync_legend(plot.getPlotItem())
-        self.refresh()
+        if draw:
+            self.refresh()
+        else:
+            self.take_snapshot()
 
     def set_loss_x(self, loss_x: str, log_x: bool | None = None) -> None:
         """Plot loss against "step", "examples" or "wall_time" in the first loss plot; log_x for both step plots."""
@@ -240,6 +247,8 @@ class LivePlots(QWidget):
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
+        if self.on_shown is not None and self.on_shown():  # the window's refresher draws it, a slice per tick
+            return
         self.pacer.draw(self.plot_ids, self.update_plot)  # what arrived while another tab showed
 
     def has_pending(self) -> bool:
@@ -261,13 +270,18 @@ class LivePlots(QWidget):
             state += (self._rows(source, run, "evals"),)
         return state
 
-    def update_plot(self, plot_id: str) -> bool:
+    def update_plot(self, plot_id: str, budget_s: float | None = None) -> bool:
         """Bring one plot to the snapshot; True if anything visible changed (then Qt repaints it).
 
-        A hidden tab is not drawn (nothing is marked drawn, so it catches up when shown).
+        A hidden tab is not drawn (nothing is marked drawn, so it catches up when shown). With `budget_s`
+        the runs are drawn until that much time went (the runs left are drawn by the next call; the plot
+        is then in `unfinished`): a file of hundreds of runs is drawn a slice per refresh tick.
         """
+        self.unfinished.discard(plot_id)
         if not self.isVisible():
             return False
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        runs_drawn = 0  # at least one run per call, whatever the budget: every call makes progress
         changed = self._prepare(plot_id)
         self.set_points[plot_id] = 0
         item = self.plots[plot_id].getPlotItem()
@@ -283,6 +297,10 @@ class LivePlots(QWidget):
                 state = self._state(source, run, plot_id)
                 if self._drawn.get(key) == state:
                     continue
+                if deadline is not None and runs_drawn and plot_id != "epoch_split" and time.perf_counter() > deadline:
+                    self.unfinished.add(plot_id)
+                    break
+                runs_drawn += 1
                 self._drawn[key] = state
                 if plot_id == "epoch_split":
                     # a run without epochs has no bar, unless its first epoch is running (or just stopped)

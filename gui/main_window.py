@@ -119,6 +119,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.follower.writer_stopped.connect(self._show_writer_stopped)
         self.compare_follower = RunFileFollower(self)
         self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
+        self._make_readers()
+        self.live.on_shown = self._draw_live_in_slices
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
@@ -289,6 +291,7 @@ class MainWindow(FileActionsMixin, QMainWindow):
                 return False
             overwrite = True
         Path(out).parent.mkdir(exist_ok=True)
+        self.readers["main"].cancel()  # a file still being read must not replace the sweep when read
         self.follower.stop()
         self.data = SweepData(label=Path(out).name, path=out)
         self.progress = SweepProgress(spec)
@@ -440,15 +443,22 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self.progress_bar.setVisible(False)
         self.status_label.setText(f"{data.label}: {why}")
 
-    def _show_sweep(self, data: SweepData | None, source: str) -> None:
+    def _show_sweep(self, data: SweepData | None, source: str, gradual: bool = False) -> None:
+        """Show `data` as the main sweep or the comparison. gradual: the plots are drawn by the refresher's
+        ticks, a slice of runs each, and hidden tabs when shown (a file read in the thread: hundreds of runs)."""
         if source == "main":
             self.data = data
         else:
             self.compare = data
         self._recolour(refresh=False)
-        for view in (self.live, self.summary, self.explanation, self.analysis, self.table.runs_model):
+        for view in (self.summary, self.explanation, self.analysis, self.table.runs_model):
             view.set_source(source, data)
-        self.refresh()
+        self.live.set_source(source, data, draw=not gradual)
+        if gradual and not self.refresher.live:  # (a last frame in progress starts again: every plot is due)
+            self.refresher.start()
+            self.refresher.drain()
+        else:
+            self.refresh()
         self._show_differences()
         names = [d.label for d in (self.data, self.compare) if d is not None and d.label]
         self.setWindowTitle("BatchLab" + (f" — {' vs '.join(names)}" if names else ""))
@@ -464,6 +474,15 @@ class MainWindow(FileActionsMixin, QMainWindow):
         if source == "main":
             self.oom_offer.show_for(data, running=self.running)
         self._update_actions()
+
+    def _draw_live_in_slices(self) -> bool:
+        """The Live tab is shown again: while no data arrives, what it missed (the rest of a 500-run file's
+        runs, a selection) is drawn by the refresher's last frame, a slice of runs per tick; True if so."""
+        if self.refresher.active or not self.live.has_pending():
+            return False
+        self.refresher.start()
+        self.refresher.drain()
+        return True
 
     def _show_differences(self) -> None:
         """The banner above the plots: the settings in which the shown sweeps differ, per sweep."""
@@ -624,6 +643,8 @@ class MainWindow(FileActionsMixin, QMainWindow):
         if self.max_batch_dialog is not None:
             self.max_batch_dialog.close()  # stops the search and waits for its child
         self.refresher.stop()
+        for reader in self.readers.values():
+            reader.shutdown()
         self.follower.stop()
         self.compare_follower.stop()
         self.save_settings()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from batchlab.core.errors import SpecError
 from batchlab.gui.bench_compare import show_bench_compare
+from batchlab.gui.file_reader import FileReader, read_sweep
 from batchlab.gui.files import PLOT_EXPORT_FILTER, PNG_SCALE, png_scale
 from batchlab.gui.files import export_plot as save_plot
 from batchlab.gui.lr_find_view import RangeTestDialog, is_lr_find_file
@@ -64,7 +65,8 @@ class FileActionsMixin:
 
     def open_file(self, path: str | None = None) -> bool:
         """Open a run file (finished or still being written) as the main sweep; an lr-find file opens in
-        the range-test view, whose rates the setup can take."""
+        the range-test view, whose rates the setup can take. With `read_in_thread` the file is read in a
+        worker thread and shown when read (True then means the read started)."""
         if self.running:
             return False
         path = path or QFileDialog.getOpenFileName(self, "Open a run file", self._file_dir(), RUN_FILE_FILTER)[0]
@@ -73,13 +75,13 @@ class FileActionsMixin:
         if self.open_lr_find(path):
             return True
         data, path = self._open_run_file(self.follower, "main", "Open a run file", path)
-        if data is None:
-            return False
+        return data is not None
+
+    def _opened_main(self, data, path: str) -> None:
         self.progress = None
         self.settings.setValue("files/open_dir", str(Path(path).parent))
         note = f"; {data.left_out_note}" if data.left_out_note else ""  # a summary-only export says what it lacks
         self.status_label.setText(f"Opened {path} ({data.status_text}, {len(data.runs)} runs){note}")
-        return True
 
     def open_lr_find(self, path: str):
         """Show an lr-find file in the range-test view (its rates can go to the setup); None if it is not one."""
@@ -105,15 +107,17 @@ class FileActionsMixin:
         """Overlay a second sweep (its curves dashed) on the current one; two benchmark files (batchlab bench)
         also get the comparison table of `batchlab compare` (gui/bench_compare.py)."""
         data, _path = self._open_run_file(self.compare_follower, "compare", "Compare with", path)
-        if data is not None:
-            self.bench_compare = show_bench_compare(self, self.data.path if self.data else None, data.path)
         return data is not None
 
-    def _open_run_file(self, follower, source: str, title: str, path: str | None):
-        """Ask for a path (unless given), read it through `follower` and show it as `source`.
+    def _opened_compare(self, data, path: str) -> None:
+        self.status_label.setText(f"Comparing with {path} ({data.status_text}, {len(data.runs)} runs, dashed)")
+        self.bench_compare = show_bench_compare(self, self.data.path if self.data else None, data.path)
 
-        Returns (data, path); data is None when the user cancelled or the file could not be read
-        (after an error dialog).
+    def _open_run_file(self, follower, source: str, title: str, path: str | None):
+        """Ask for a path (unless given), read it and show it as `source` (then `follow` it while it is written).
+
+        Returns (data, path): data is None when the user cancelled or the file could not be read (after an
+        error dialog), True while it is being read in the worker thread (`read_in_thread`).
         """
         path = path or QFileDialog.getOpenFileName(self, title, self._file_dir(), RUN_FILE_FILTER)[0]
         if not path:
@@ -124,17 +128,55 @@ class FileActionsMixin:
                 f"{path} is an LR range test (batchlab lr-find), not a sweep; File → Open shows its curves",
             )
             return None, path
+        if self.read_in_thread:
+            self.readers[source].start(path, Path(path).name)
+            self._show_read_progress(0, 0, path)
+            return True, path
         try:
-            data = follower.open(path, Path(path).name)
+            data = read_sweep(path, Path(path).name)
         except (SpecError, OSError) as e:
             self.show_error("Cannot open the run file", str(e))
             return None, path
-        self._show_sweep(data, source)
-        self.recent.add(path)
-        self.actions.refresh_recent()
+        self._file_read(source, data)
         return data, path
 
+    def _make_readers(self) -> None:
+        """One reader per sweep shown (main, compare): a second Open replaces the read in flight, not the other."""
+        self.read_in_thread = True
+        self.readers = {source: FileReader(self) for source in ("main", "compare")}
+        for source, reader in self.readers.items():
+            reader.progressed.connect(self._show_read_progress)
+            reader.read.connect(lambda data, source=source: self._file_read(source, data))
+            reader.failed.connect(self._file_read_failed)
+
+    def _show_read_progress(self, done: int, total: int, path: str) -> None:
+        """The status bar while a file is read: "Reading runs 120/504 of big.h5…" and the progress bar."""
+        name = Path(path).name
+        self.status_label.setText(f"Reading runs {done}/{total} of {name}…" if total else f"Reading {name}…")
+        self.progress_bar.setVisible(True)
+        self.progress_bar.setValue(int(1000 * done / total) if total else 0)
+        self.progress_bar.setFormat(f"{100 * done / total:.0f}%" if total else "")
+
+    def _file_read(self, source: str, data) -> None:
+        """A file was read (here or in the thread): show it, follow it while it is written, remember it."""
+        path = str(data.path)
+        (self.follower if source == "main" else self.compare_follower).follow(path, data.label, data)
+        if not any(r.busy for r in self.readers.values()):
+            self.progress_bar.setVisible(False)
+        self._show_sweep(data, source, gradual=self.read_in_thread)
+        self.recent.add(path)
+        self.actions.refresh_recent()
+        (self._opened_main if source == "main" else self._opened_compare)(data, path)
+
+    def _file_read_failed(self, path: str, message: str) -> None:
+        """The file could not be read: its one-line error; the window shows what it showed before."""
+        if not any(r.busy for r in self.readers.values()):
+            self.progress_bar.setVisible(False)
+        self.status_label.setText(f"Could not open {Path(path).name}")
+        self.show_error("Cannot open the run file", message)
+
     def close_compare(self) -> None:
+        self.readers["compare"].cancel()
         self.compare_follower.stop()
         self._show_sweep(None, "compare")
         if getattr(self, "bench_compare", None) is not None:  # its table compared the sweep just closed

@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="batchlab-shots-") as tmp:
         window = MainWindow(QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat))
+        window.read_in_thread = False  # each shot is taken right after its file is opened
         window.show()
         window.resize(width, height)
         window.right_splitter.setSizes([int(height * 0.68), int(height * 0.22)])

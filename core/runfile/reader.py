@@ -7,6 +7,7 @@ writer (in the same process, see core/runfile/writer.py) has it open and has flu
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -110,14 +111,31 @@ def _json_attr(attrs: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _read_table(group: h5py.Group | None) -> dict[str, np.ndarray]:
-    """Every dataset of a steps/ or epochs/ group, trimmed to a common length.
+    """Every 1-D dataset of a steps/ or epochs/ group, trimmed to a common length.
 
     Columns can differ in length only when a writer died between appending them; the extra
-    rows of the longer columns are incomplete and are dropped.
+    rows of the longer columns are incomplete and are dropped. Read through h5py's low-level
+    API (one object open and one read per column): h5py's Group/Dataset wrappers cost more
+    than the read itself on files of hundreds of runs (a 504-run file: 5.3 s -> 4.3 s).
     """
     if group is None:
         return {}
-    table = {name: ds[()] for name, ds in group.items() if isinstance(ds, h5py.Dataset) and ds.ndim == 1}
+    table: dict[str, np.ndarray] = {}
+    for raw in group.id:
+        oid = h5py.h5o.open(group.id, raw)
+        if not isinstance(oid, h5py.h5d.DatasetID):
+            continue
+        space = oid.get_space()
+        if space.get_simple_extent_ndims() != 1:
+            continue
+        name = raw.decode("utf-8", "replace")
+        if oid.dtype.kind == "O":  # variable-length strings: h5py's wrapper knows how to read them
+            table[name] = group[name][()]
+            continue
+        values = np.empty(space.shape, dtype=oid.dtype)
+        if values.size:
+            oid.read(h5py.h5s.ALL, h5py.h5s.ALL, values)
+        table[name] = values
     n = min((len(v) for v in table.values()), default=0)
     return {name: values[:n] for name, values in table.items()}
 
@@ -171,8 +189,12 @@ def read_root_attrs(path: str | Path) -> dict[str, Any]:
         return {k: _native(v) for k, v in f.attrs.items()}
 
 
-def read_run_file(path: str | Path) -> SweepRecord:
-    """Load a whole run file. Raises RunFileError (field "file") for anything that is not one we can read."""
+def read_run_file(path: str | Path, progress: Callable[[int, int], None] | None = None) -> SweepRecord:
+    """Load a whole run file. Raises RunFileError (field "file") for anything that is not one we can read.
+
+    `progress(done, total)` is called after each run is read (a 500-run file takes seconds); an exception
+    it raises stops the read and goes to the caller as it is (a window cancels a read that way).
+    """
     path = Path(path)
     with _open_for_reading(path) as f:
         attrs = {k: _native(v) for k, v in f.attrs.items()}
@@ -193,7 +215,12 @@ def read_run_file(path: str | Path) -> SweepRecord:
                 f"{FORMAT_VERSION} this BatchLab {__version__} reads; update BatchLab to open it"
             )
         try:
-            runs = [_read_run(g) for g in f.get("runs", {}).values() if isinstance(g, h5py.Group)]
+            groups = [g for g in f.get("runs", {}).values() if isinstance(g, h5py.Group)]
+            runs = []
+            for group in groups:
+                runs.append(_read_run(group))
+                if progress is not None:
+                    progress(len(runs), len(groups))
             log = [_native(line) for line in f["log"][()]] if "log" in f else []
         except (OSError, KeyError, ValueError) as e:
             raise RunFileError(

@@ -55,6 +55,9 @@ def main_window(qtbot, settings, tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     window = MainWindow(settings)
+    # Tests open files and check what is shown right after: the same read, on the GUI thread. The threaded
+    # read (what a user gets) is tested in tests/gui/test_threaded_open.py.
+    window.read_in_thread = False
     qtbot.addWidget(window)
     # A desktop-sized window (the offscreen screen is 800x600, which the window now fits as well);
     # layout tests resize it themselves.

@@ -240,8 +240,9 @@ def test_a_hidden_tab_is_not_drawn_until_it_is_shown(main_window, tmp_path, qtbo
     data = _data(batch_sizes=(16,))
     w.live.set_source("main", data)
     assert w.live.curve_count("loss_step") == 0 and w.live.has_pending()
-    w.views.setCurrentWidget(w.live)
-    qtbot.wait(20)
+    w.views.setCurrentWidget(w.live)  # shown: the refresher's last frame draws it, a slice of runs per tick
+    assert w.refresher.active
+    qtbot.waitUntil(lambda: not w.refresher.active, timeout=10_000)
     assert w.live.curve_count("loss_step") == 1 and not w.live.has_pending()
 
 

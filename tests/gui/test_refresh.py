@@ -39,14 +39,24 @@ class FakePlots:
         self.pending: set[str] = set()
         self.drawn: list[tuple[float, str]] = []  # (wall time, plot id)
         self.snapshots: list[float] = []
+        self.slices: dict[str, int] = {}  # plot id -> calls it still needs (more runs than one budget draws)
+        self.unfinished: set[str] = set()
+        self.budgets: list[float | None] = []
 
     def take_snapshot(self) -> None:
         self.snapshots.append(self.clocks.wall)
 
-    def update_plot(self, plot_id: str) -> bool:
+    def update_plot(self, plot_id: str, budget_s: float | None = None) -> bool:
+        self.budgets.append(budget_s)
+        self.unfinished.discard(plot_id)
         if not (self.always_new or plot_id in self.pending):
             return False
-        self.pending.discard(plot_id)
+        left = self.slices.get(plot_id, 1) - 1
+        if left > 0 and budget_s is not None:
+            self.slices[plot_id] = left
+            self.unfinished.add(plot_id)
+        else:
+            self.pending.discard(plot_id)
         self.drawn.append((self.clocks.wall, plot_id))
         return True
 
@@ -141,6 +151,20 @@ def test_while_data_arrives_every_plot_is_redrawn_at_least_once_a_second(harness
         assert len(times) >= 10, plot_id
         gaps = _gaps(times)
         assert max(gaps) <= h.policy.frame_s + h.policy.tick_s + 1e-9 <= 1.0, plot_id
+
+
+def test_a_plot_with_more_runs_than_a_tick_draws_stays_due_until_all_are_drawn(harness):
+    """A 500-run file's last frame: each tick draws a slice of one plot's runs (the budget), never all at once."""
+    h = harness()
+    h.plots.pending = set(FakePlots.plot_ids)
+    h.plots.slices = {"loss_step": 3}
+    h.refresher.start()
+    h.refresher.drain()
+    while h.refresher.active and h.ticks < 20:
+        h.tick()
+    assert [p for _t, p in h.plots.drawn] == ["loss_step"] * 3 + ["loss_time", "loss_epoch"]
+    assert set(h.plots.budgets) == {h.policy.draw_budget_s} and not h.refresher.active
+    assert h.status  # the status bar once everything is drawn
 
 
 def test_a_frame_takes_one_snapshot_then_one_plot_per_tick(harness):
@@ -613,9 +637,9 @@ def test_on_a_loaded_machine_the_status_bar_still_moves_every_frame(harness):
     h = harness(always_new=True)
     slow = h.plots.update_plot
 
-    def slow_draw(plot_id: str) -> bool:
+    def slow_draw(plot_id: str, budget_s: float | None = None) -> bool:
         h.clocks.wall += 0.45  # seconds a plot takes to draw on a loaded machine
-        return slow(plot_id)
+        return slow(plot_id, budget_s)
 
     h.plots.update_plot = slow_draw
     h.refresher.start()

@@ -1,0 +1,121 @@
+"""Reading a run file off the GUI thread, so the window stays responsive while a 500-run file is read.
+
+The read itself is core's (SweepData.from_file: HDF5, the runs' figures; no Qt). A one-thread executor runs
+it; results come back to the GUI thread through queued signals (the Orange3 pattern: progress only when it
+moved enough to matter). h5py holds the GIL inside each HDF5 call, but one call reads one column of one run
+(well under a millisecond), so the GUI thread gets the interpreter back within Python's switch interval:
+measured in docs/benchmarks.md ("Opening and comparing a 504-run file").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from batchlab.core.errors import SpecError
+from batchlab.core.model import SweepData
+from PySide6.QtCore import QObject, Signal
+
+PROGRESS_EVERY_S = 0.1  # a progress signal at most this often (s): more would only flood the event loop
+
+
+class ReadCancelled(Exception):
+    """A newer read (or cancel()) replaced this one; it stops after the run it is reading."""
+
+
+def read_sweep(path: str, label: str, progress: Callable[[int, int], None] | None = None) -> SweepData:
+    """The one read of a run file, in the thread or not (the same numbers either way)."""
+    return SweepData.from_file(path, label=label or Path(path).name, progress=progress)
+
+
+class FileReader(QObject):
+    """Reads one run file at a time in a worker thread; a new read (or cancel) replaces the one in flight.
+
+    Signals arrive on the GUI thread, only for the latest read: `progressed(done, total, path)` (runs read),
+    then `read(data)` or `failed(path, message)` (the one-line message of a file that cannot be read).
+    """
+
+    progressed = Signal(int, int, str)
+    read = Signal(object)  # SweepData
+    failed = Signal(str, str)
+    # from the worker thread, tagged with the read's number; the slots drop those of replaced reads
+    _progress = Signal(int, int, int, str)
+    _done = Signal(int, object)
+    _error = Signal(int, str, str)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batchlab-read")
+        self._generation = 0
+        self.path: str | None = None  # the file being read (None when none is)
+        self._progress.connect(self._on_progress)
+        self._done.connect(self._on_done)
+        self._error.connect(self._on_error)
+
+    @property
+    def busy(self) -> bool:
+        return self.path is not None
+
+    def start(self, path: str, label: str = "") -> None:
+        """Read `path` in the worker thread; a read still in flight is cancelled (its result never shows)."""
+        self._generation += 1
+        self.path = path
+        self._executor.submit(self._work, self._generation, path, label)
+
+    def cancel(self) -> None:
+        """Forget the read in flight: it stops after its current run and nothing it read is shown."""
+        self._generation += 1
+        self.path = None
+
+    def shutdown(self) -> None:
+        """The window closes: cancel and let the thread end (it stops within one run's read)."""
+        self.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _work(self, generation: int, path: str, label: str) -> None:
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            if generation != self._generation:
+                raise ReadCancelled
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or done == total:
+                last[0] = now
+                self._emit(self._progress, generation, done, total, path)
+
+        if generation != self._generation:
+            return
+        try:
+            data = read_sweep(path, label, progress)
+        except ReadCancelled:
+            return
+        except (SpecError, OSError) as e:
+            self._emit(self._error, generation, path, str(e))
+            return
+        except Exception as e:  # noqa: BLE001 - a file h5py chokes on mid-way: still one line, never a dead thread
+            self._emit(self._error, generation, path, f"{path} could not be read ({type(e).__name__}: {e})")
+            return
+        self._emit(self._done, generation, data)
+
+    @staticmethod
+    def _emit(signal, *args) -> None:
+        try:
+            signal.emit(*args)
+        except RuntimeError:  # the window (and this object) was deleted while the thread read
+            pass
+
+    def _on_progress(self, generation: int, done: int, total: int, path: str) -> None:
+        if generation == self._generation:
+            self.progressed.emit(done, total, path)
+
+    def _on_done(self, generation: int, data: SweepData) -> None:
+        if generation == self._generation:
+            self.path = None
+            self.read.emit(data)
+
+    def _on_error(self, generation: int, path: str, message: str) -> None:
+        if generation == self._generation:
+            self.path = None
+            self.failed.emit(path, message)
