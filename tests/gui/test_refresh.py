@@ -580,7 +580,9 @@ def test_a_pulled_worker_wakes_the_gui_thread_only_for_structural_events_and_los
     got = []
     worker.events.connect(got.append)
     worker.start()
+    deadline = time.monotonic() + 120  # a worker that never finishes fails here instead of hanging the suite
     while not worker.isFinished():
+        assert time.monotonic() < deadline, (worker.isRunning(), len(worker._pending), sum(map(len, got)), len(script))
         worker.deliver()  # a frame
         wait_until(lambda: True, timeout_s=1)
     qapp.processEvents()  # the wake-up the end of run() queued (the window also delivers on `finished`)
