@@ -8,7 +8,6 @@ timer. Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import gc
-import json
 import math
 import time
 from pathlib import Path
@@ -19,57 +18,33 @@ from batchlab.core.model import FAILED_STATUSES, SweepData
 from batchlab.core.spec import SweepSpec
 from batchlab.core.spec_diff import differences_text, spec_differences
 from batchlab.core.sweep.progress import SweepProgress, format_duration
-from batchlab.gui import help as help_dialogs
 from batchlab.gui import refresh as refresh_policy
-from batchlab.gui import run_folder
 from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
-from batchlab.gui.analysis_view import AnalysisView
-from batchlab.gui.explain_panel import ExplanationPanel
 from batchlab.gui.files import RecentFiles, RunFileFollower
-from batchlab.gui.live_plots import LivePlots
 from batchlab.gui.max_batch import MaxBatchDialog, with_largest_batch
-from batchlab.gui.oom_offer import OomOfferBar
-from batchlab.gui.plot_style import BatchColours, apply_plot_colours, configure_pyqtgraph, set_plot_colours
+from batchlab.gui.plot_style import BatchColours, configure_pyqtgraph, set_plot_colours
 from batchlab.gui.refresh import Refresher, RefreshPolicy, SummaryViews
-from batchlab.gui.runs_table import RunsTable
-from batchlab.gui.setup_panel import SetupPanel
-from batchlab.gui.summary_view import SummaryView
+from batchlab.gui.window_chrome import WindowChrome
 from batchlab.gui.window_files import FileActionsMixin
+from batchlab.gui.window_layout import WindowLayout
 from batchlab.gui.worker import DeviceProbe, SweepWorker
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QSettings
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
-    QFrame,
-    QLabel,
     QMainWindow,
     QMessageBox,
-    QPlainTextEdit,
-    QProgressBar,
-    QScrollArea,
-    QSizePolicy,
-    QSplitter,
-    QTabWidget,
-    QVBoxLayout,
     QWidget,
 )
 
 STOP_WAIT_MS = 60_000  # closing mid-sweep waits this long for the run to end cleanly
-LOG_LIMIT = 5000  # lines kept in the log panel
 STOPPING_TEXT = "Stopping: the current run ends at its next step, the runs after it are skipped…"
 CANNOT_RUN = "Cannot run yet:"  # the status bar's start when Ctrl+R explains invalid fields
 SETUP_MAX_PX = 440  # the setup panel's first width at most (it scrolls when the splitter makes it narrower)
-BOOL_SETTINGS = (
-    "shuffle",
-    "nesterov",
-    "keep_training",
-    "xla",
-    "mixed_precision",
-)  # setup checkboxes kept in the last setup
 
 
-class MainWindow(FileActionsMixin, QMainWindow):
+class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
     """BatchLab's window. `settings` is injected so tests never touch the user's real settings.
 
     `policy` says how often each part redraws during a sweep (default: refresh.DEFAULT_POLICY);
@@ -136,100 +111,6 @@ class MainWindow(FileActionsMixin, QMainWindow):
         self._update_actions()
 
     # ------------------------------------------------------------ layout
-
-    def _room_for_why_tab(self, index: int) -> None:
-        """Showing the time bars, the pane under the plots grows to the bars and their legend, at most two thirds of
-        the Summary (beyond that it scrolls); the plots keep the rest. A pane the user made taller stays."""
-        if self.why_tabs.widget(index) is not self.explanation:
-            bars = self.summary.time_bars
-            legend = bars.legend.heightForWidth(max(1, self.why_tabs.width() - 20)) if bars.legend.text() else 0
-            need = bars.plot_widget.maximumHeight() + legend + self.why_tabs.tabBar().sizeHint().height() + 8
-            top, bottom = self.summary_splitter.sizes()
-            if bottom < need:
-                bottom = min(need, (top + bottom) * 2 // 3)
-                self.summary_splitter.setSizes([top + self.summary_splitter.sizes()[1] - bottom, bottom])
-
-    def _build_widgets(self) -> None:
-        output_dir = str(self.settings.value("files/output_dir", run_folder.default_output_dir()))
-        self.setup = SetupPanel(output_dir)
-        self.live = LivePlots(self.colours, pacer=self.refresher.pacer, live=lambda: self.refresher.live)
-        self.summary = SummaryView(self.colours)
-        self.views = QTabWidget()
-        self.views.addTab(self.live, "Live")
-        # The summary plots over "why" (core/analysis/explain.py) and "where each run's time went" (the stacked
-        # bars), a tab each: with both under the plots, the four plots were 120 px tall even at 1440x900.
-        self.explanation = ExplanationPanel()
-        self.why_tabs = QTabWidget()
-        self.why_tabs.setObjectName("why_tabs")
-        self.why_tabs.setDocumentMode(True)
-        self.why_tabs.addTab(self.explanation, "Why")
-        bars = QScrollArea()  # many runs: the bars scroll rather than push the plots above off their height
-        bars.setWidgetResizable(True)
-        bars.setFrameShape(QFrame.Shape.NoFrame)
-        bars.setWidget(self.summary.time_bars.widget)
-        self.why_tabs.addTab(bars, "Where the time went")
-        self.summary_splitter = QSplitter(Qt.Orientation.Vertical)
-        self.summary_splitter.addWidget(self.summary)
-        self.summary_splitter.addWidget(self.why_tabs)
-        self.summary_splitter.setStretchFactor(0, 3)
-        self.summary_splitter.setStretchFactor(1, 1)
-        self.summary_splitter.setChildrenCollapsible(False)
-        self.summary_splitter.setSizes([450, 150])
-        self.why_tabs.currentChanged.connect(self._room_for_why_tab)
-        self.views.addTab(self.summary_splitter, "Summary")
-        self.analysis = AnalysisView(self.colours)
-        self.views.addTab(self.analysis, "Analysis")
-        self.banner = QLabel()
-        self.banner.setObjectName("compare_banner")
-        self.banner.setProperty("role", "banner")
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setVisible(False)
-        top = QWidget()
-        top_layout = QVBoxLayout(top)
-        top_layout.setContentsMargins(0, 0, 0, 0)
-        top_layout.setSpacing(2)
-        top_layout.addWidget(self.banner)
-        self.oom_offer = OomOfferBar()  # a batch out of memory, offered as micro-batch x k (gui/oom_offer.py)
-        self.oom_offer.rerun.connect(self.start_sweep)
-        top_layout.addWidget(self.oom_offer)
-        top_layout.addWidget(self.views, 1)
-        self.table = RunsTable(self.colours)
-        self.log_view = QPlainTextEdit()
-        self.log_view.setReadOnly(True)
-        self.log_view.setMaximumBlockCount(LOG_LIMIT)
-        self.bottom = QTabWidget()
-        self.bottom.addTab(self.table, "Runs")
-        self.bottom.addTab(self.log_view, "Log")
-        self.right_splitter = QSplitter(Qt.Orientation.Vertical)
-        self.right_splitter.addWidget(top)
-        self.right_splitter.addWidget(self.bottom)
-        self.right_splitter.setStretchFactor(0, 3)
-        self.right_splitter.setStretchFactor(1, 1)
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.addWidget(self.setup)
-        self.splitter.addWidget(self.right_splitter)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setChildrenCollapsible(False)
-        self.right_splitter.setChildrenCollapsible(False)
-        self.right_splitter.setSizes([620, 220])
-        self.setCentralWidget(self.splitter)
-        self.status_label = QLabel("Ready")
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setMaximumWidth(220)
-        self.progress_bar.setTextVisible(True)
-        self.progress_bar.setVisible(False)
-        self.eta_label = QLabel()
-        # Fixed widths: a label whose text changes size re-lays out the status bar on every tick.
-        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.status_label.setMinimumWidth(200)
-        self.eta_label.setFixedWidth(self.eta_label.fontMetrics().horizontalAdvance("ETA 00:00:00 ") + 8)
-        self.statusBar().addWidget(self.status_label, 1)
-        self.statusBar().addPermanentWidget(self.progress_bar)
-        self.statusBar().addPermanentWidget(self.eta_label)
-        available = self.screen().availableGeometry()
-        self.resize(min(1440, int(available.width() * 0.95)), min(900, int(available.height() * 0.95)))
 
     @property
     def running(self) -> bool:
@@ -503,47 +384,6 @@ class MainWindow(FileActionsMixin, QMainWindow):
             out[f"{self.compare.label or 'comparison'} (dashed)"] = self.compare
         return out
 
-    def apply_theme(self, choice: str) -> None:
-        """Switch the window and its plots to a theme ("system", "light", "dark"); remembered in the settings."""
-        self.theme_choice = choice if choice in themes.THEME_CHOICES else "system"
-        self.theme = t = themes.apply_theme(QApplication.instance(), self.theme_choice)
-        self.settings.setValue(themes.THEME_KEY, self.theme_choice)
-        set_plot_colours(t.plot_background, t.plot_foreground, t.plot_neutral)
-        sheet = themes.stylesheet(t)
-        self.setup.widget().setStyleSheet(sheet)
-        self.banner.setStyleSheet(sheet)
-        self.oom_offer.setStyleSheet(sheet)
-        self.table.set_status_colours(t.status_backgrounds)
-        self.actions.recolour_icons(t.text)
-        for widget in (*self.live.plots.values(), *self.summary.plots.values(), *self.analysis.plots.values()):
-            apply_plot_colours(widget)
-        self.live.restyle()
-        self.summary.restyle()
-        self.analysis.restyle()
-        self.setup.preview.restyle()
-        for name, action in self.actions.theme_actions.items():
-            action.setChecked(name == self.theme_choice)
-        self.table.viewport().update()
-
-    def show_about(self) -> None:
-        self.dialog = help_dialogs.show_about(self, self.devices, self.environment)
-
-    def show_runfile_format(self) -> None:
-        self.dialog = help_dialogs.show_runfile_format(self)
-
-    def show_shortcuts(self) -> None:
-        self.dialog = help_dialogs.show_shortcuts(self, self.actions)
-
-    def _recolour(self, refresh: bool = True) -> None:
-        batches = [b for d in (self.data, self.compare) if d is not None for b in d.batch_sizes()]
-        if self.data is not None and self.data.spec.get("batch_sizes"):
-            batches += [int(b) for b in self.data.spec["batch_sizes"]]
-        if self.colours.update(batches) and refresh:
-            self.live.restyle()
-            self.summary.restyle()
-            self.analysis.restyle()
-            self.table.viewport().update()
-
     def _on_selection(self, keys: set) -> None:
         self.live.set_selection(keys)
         self.summary.set_selection(keys)
@@ -595,37 +435,6 @@ class MainWindow(FileActionsMixin, QMainWindow):
             self.bottom.setTabText(1, f"Log ({self._problems})")
 
     # ------------------------------------------------------------ settings and closing
-
-    def _restore_settings(self) -> None:
-        s = self.settings
-        for key, restore in (
-            ("window/geometry", self.restoreGeometry),
-            ("window/state", self.restoreState),
-            ("window/splitter", self.splitter.restoreState),
-            ("window/right_splitter", self.right_splitter.restoreState),
-        ):
-            value = s.value(key)
-            if isinstance(value, QByteArray):
-                restore(value)
-        spec = s.value("setup/last_spec")
-        if spec:
-            try:
-                values = json.loads(str(spec))
-                self.setup.set_values(values)
-                self.setup.new_output_name()
-            except (ValueError, TypeError):
-                pass
-
-    def save_settings(self) -> None:
-        s = self.settings
-        s.setValue("window/geometry", self.saveGeometry())
-        s.setValue("window/state", self.saveState())
-        s.setValue("window/splitter", self.splitter.saveState())
-        s.setValue("window/right_splitter", self.right_splitter.saveState())
-        values = {k: v for k, v in self.setup.values().items() if not isinstance(v, bool) or k in BOOL_SETTINGS}
-        s.setValue("setup/last_spec", json.dumps(values))
-        s.setValue("files/output_dir", str(Path(self.setup.output_path() or self.setup.output_dir).parent))
-        s.sync()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         if self.running:
