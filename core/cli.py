@@ -311,9 +311,9 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
 
 def _is_lr_find_file(path) -> bool:
     from batchlab.core.lr_find import LR_FIND_MODE
-    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.runfile.reader import read_root_attrs
 
-    return read_run_file(path).attrs.get("mode") == LR_FIND_MODE
+    return read_root_attrs(path).get("mode") == LR_FIND_MODE  # the root alone: not the whole file a second time
 
 
 def cmd_report(args: argparse.Namespace) -> int:

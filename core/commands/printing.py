@@ -121,9 +121,9 @@ def print_profile(path) -> None:
     """A profile file's own prediction (nothing for other run files)."""
     from batchlab.core.analysis.predict import PROFILE_MODE, describe_prediction, predict_from_profile
     from batchlab.core.model import SweepData
-    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.runfile.reader import read_root_attrs
 
-    if read_run_file(path).attrs.get("mode") == PROFILE_MODE:
+    if read_root_attrs(path).get("mode") == PROFILE_MODE:
         prediction = predict_from_profile(SweepData.from_file(path))
         print("\nPrediction from this profile (McCandlish et al. 2018, Bcrit ~ B_simple):")
         if prediction is None:
@@ -135,9 +135,9 @@ def print_profile(path) -> None:
 def profile_json(path, sweep) -> dict[str, Any]:
     """report --json of a profile file: its prediction as "profile_prediction" (null when it has none)."""
     from batchlab.core.analysis.predict import PROFILE_MODE, predict_from_profile
-    from batchlab.core.runfile.reader import read_run_file
+    from batchlab.core.runfile.reader import read_root_attrs
 
-    if read_run_file(path).attrs.get("mode") != PROFILE_MODE:
+    if read_root_attrs(path).get("mode") != PROFILE_MODE:
         return {}
     prediction = predict_from_profile(sweep)
     return {"profile_prediction": prediction.as_dict() if prediction is not None else None}
