@@ -33,6 +33,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "tf_threads": 0,  # the training child's TensorFlow threads; 0: TensorFlow's default
     "replicas": 1,  # data-parallel replicas (MirroredStrategy) each run trains on; 1: one device
     "prepare_ahead": False,  # fused runs: the next run's child prepares (builds, compiles) while this one trains
+    "parallel": "",  # runs in flight at once: "" one at a time, "gpus" one per local GPU, "N" N at once
+    "ray": "",  # a Ray cluster to submit runs to: "" none, auto, local or ray://host:port
+    "ray_cpus": 1.0,  # with ray: the CPUs a run asks for when it trains on a CPU
     "abort_losers": False,  # with a target: stop runs that can no longer reach it sooner than the best so far
     "lr_from": None,  # an lr-find run file whose suggested rate per batch size replaces lr
     # learning-rate rule and schedule (docs/learning-rates.md): by default the rate is lr at every batch size

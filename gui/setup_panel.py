@@ -213,6 +213,10 @@ class SetupPanel(DataFields, ConvergenceFields, ExecutionFields, GroupFields, QS
             "How often BatchLab's loop waits for the device to time a step: every step, or only sampled "
             "steps so that a GPU keeps overlapping steps as fit does (the other steps' times are not measured)",
         )
+        # where the runs execute (core/settings/placement.py, docs/scaling.md)
+        self._described_row(form, "parallel")
+        self._described_row(form, "ray")
+        self._described_row(form, "ray_cpus")
         self.out = QLineEdit()
         browse = QPushButton("…")
         browse.setToolTip("Choose where to save the run file")
@@ -267,6 +271,9 @@ class SetupPanel(DataFields, ConvergenceFields, ExecutionFields, GroupFields, QS
             "device": self.device.currentData(),
             "loop": self.loop.currentData(),
             "sync": self.sync.currentData(),
+            "parallel": self.parallel.text(),
+            "ray": self.ray.text(),
+            "ray_cpus": self.ray_cpus.text() if self.ray.text().strip() else None,
             # CSV fields only with a .csv data file (blank: the default)
             "target_column": self.target_column.text() if self._is_csv() else None,
             "val_fraction": (self.val_fraction.text().strip() or None) if self._is_csv() else None,

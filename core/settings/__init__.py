@@ -20,6 +20,7 @@ from batchlab.core.settings import (
     learning_rate,
     measurement,
     optimizer,
+    placement,
     process,
 )
 from batchlab.core.settings.base import Check, FormField, HookFactory, Setting, SettingsGroup
@@ -33,6 +34,7 @@ _GROUPS: list[SettingsGroup] = [
     execution.GROUP,
     measurement.GROUP,
     process.GROUP,
+    placement.GROUP,
 ]
 
 

@@ -25,6 +25,8 @@ class RunHandle(Protocol):
     run: RunSpec
     kind: str  # what it was, recorded with the run: fresh, standby, reused, forked, probe (training/startup.py)
     note: str  # something the log should say about how it was started ("" when nothing)
+    # Optional: `placement`, a dict of scalar fields saying where the run trains (e.g. its visible GPU, its
+    # Ray node); the scheduler adds them to the run's run_started, so the run file records them per run.
 
     def poll(self, timeout: float) -> bool:
         """Whether an event is waiting (waiting up to `timeout` s for one)."""

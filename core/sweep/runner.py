@@ -55,6 +55,16 @@ def _short_gil_slices(seconds: float = DATA_READ_SWITCH_INTERVAL_S) -> Iterator[
         sys.setswitchinterval(before)
 
 
+def make_launcher(spec: SweepSpec, log_dir: Path, *, entry: Entry = train_entry, **local: Any) -> Launcher:
+    """The launcher the spec's placement asks for (core/settings/placement.py): a Ray cluster (`ray`), several
+    local runs at once (`parallel`), or one local child at a time; `local`: LocalLauncher's options."""
+    if getattr(spec, "ray", ""):
+        raise SpecError("ray", f"{spec.ray} is not available yet: Ray sweeps are being built; leave ray empty")
+    if getattr(spec, "parallel", ""):
+        raise SpecError("parallel", f"{spec.parallel} is not available yet; leave parallel empty")
+    return LocalLauncher(spec, log_dir, entry=entry, **local)
+
+
 @dataclass
 class _Flight:
     """A run in flight: its handle, the run the scheduler starts after it, and how it is being stopped."""
@@ -87,7 +97,7 @@ class SweepRunner:
         self.spec = spec
         self.mode = mode
         self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="batchlab-"))
-        self.launcher: Launcher = launcher or LocalLauncher(
+        self.launcher: Launcher = launcher or make_launcher(
             spec, self._log_dir, niceness=niceness, standby=standby, reuse=reuse, fork=fork, entry=entry
         )
         self.environment: dict[str, Any] | None = None
@@ -296,6 +306,8 @@ class SweepRunner:
 
     def _forward(self, flight: _Flight, event: dict[str, Any], sink: Sink) -> dict[str, Any]:
         """Hand one event on: early abort looks at it first (and words an aborted run's end), then the sink."""
+        if event.get("type") == RUN_STARTED and getattr(flight.handle, "placement", None):
+            event = {**event, **flight.handle.placement}  # where it trained, recorded with the run
         if event.get("type") == RUN_ENDED and flight.abort and event.get("status") == "interrupted":
             event = {**event, "status": ABORTED, "message": f"{flight.abort}; measurements so far are kept"}
         sink(event)
