@@ -451,6 +451,7 @@ class SetupPanel(DataFields, ConvergenceFields, ExecutionFields, GroupFields, QS
             form, row = self._rows[field]
             form.setRowVisible(row, self._is_csv())
         self.sync.setEnabled(values["loop"] != "fit")  # fit waits for the device after every step
+        self.ray_cpus.setEnabled(bool(values["ray"].strip()))  # a CPU share only means something to Ray
         self.momentum.setEnabled(self._applies("momentum"))
         self.momentum.setToolTip(
             "" if self._applies("momentum") else f"only {', '.join(MOMENTUM_OPTIMIZERS)} use a momentum"

@@ -52,3 +52,19 @@ def test_the_built_in_groups_add_no_box_and_no_second_editor(qtbot, tmp_path):
     for _group, _title, fields in settings.form_description():
         for field in fields:
             assert len(panel.findChildren(QWidget, field.name)) == 1, field.name
+
+
+def test_the_run_section_says_where_runs_execute_and_refuses_parallel_with_ray(qtbot, tmp_path):
+    panel = shown_panel(qtbot, tmp_path)
+    run = next(b for b in panel.findChildren(QGroupBox) if b.title() == "Run")
+    parallel, ray, cpus = (run.findChild(QLineEdit, name) for name in ("parallel", "ray", "ray_cpus"))
+    assert panel.field_label("parallel") == "Runs at once" and panel.field_label("ray") == "Ray cluster"
+    assert not cpus.isEnabled() and panel.values()["ray_cpus"] is None  # no Ray: no CPU share
+    parallel.setText("2")
+    assert panel.valid and panel.spec().parallel == "2"
+    ray.setText("local")
+    assert not panel.valid and cpus.isEnabled()
+    assert "Ray decides how many runs train at once" in panel.findChild(QLabel, "error_parallel").text()
+    parallel.setText("")
+    cpus.setText("0.5")
+    assert panel.valid and panel.spec().ray == "local" and panel.spec().ray_cpus == 0.5
