@@ -317,6 +317,7 @@ def _is_lr_find_file(path) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from batchlab.core.bench.compare import bench_file_lines
     from batchlab.core.model import SweepData
     from batchlab.core.table import format_table, summary_rows, target_line
     from batchlab.core.time_account_table import print_time_account
@@ -343,6 +344,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     env = sweep.environment
     print(f"{args.file}: sweep {sweep.status_text}; {env.get('device_description', 'unknown device')}")
     print(f"TensorFlow {env.get('tensorflow_version', '?')}, CUDA {env.get('cuda_version', '?')}")
+    for bench_line in bench_file_lines(sweep.file_attrs):  # a `batchlab bench` file: its suite and machine
+        print(textwrap.fill(bench_line, text_width(), subsequent_indent="  "))
     if sweep.left_out_note:  # a summary-only export says what it lacks (core/export/hdf5.py)
         print(sweep.left_out_note)
     line = target_line(sweep.spec)

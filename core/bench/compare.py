@@ -317,6 +317,23 @@ def side_lines(comparison: Comparison) -> list[str]:
     return out
 
 
+def bench_file_lines(attrs: dict[str, Any]) -> list[str]:
+    """What `report` says of a benchmark file (none for a plain sweep): the suite and workload it ran, then the
+    machine it measured, worded as `compare` words each side."""
+    from batchlab.core.bench.machine import describe_machine
+
+    if not attrs.get("bench_suite"):
+        return []
+    workload, workloads = str(attrs.get("bench_workload", "?")), str(attrs.get("bench_workloads") or "")
+    of = f" (one of {workloads.replace(',', ', ')})" if workloads and workloads != workload else ""
+    return [
+        f"benchmark: {attrs['bench_suite']} v{attrs.get('bench_suite_version', '?')}, workload "
+        f"{workload}{of}; --repeats {attrs.get('bench_repeats', '?')}; "
+        f"id {attrs.get('bench_id', '?')}",
+        f"machine: {describe_machine(attrs)}; matmul peak {_peak_text(attrs)}",
+    ]
+
+
 def bench_settings(bench: BenchSide) -> str:
     """The settings a benchmark ran with that change its numbers: repeats, threads, device."""
     spec = next(iter(bench.sweeps.values())).spec if bench.sweeps else {}

@@ -48,7 +48,12 @@ def test_quick_bench_file_records_the_suite_and_the_machine_and_opens_in_report(
     assert [(r.batch_size, r.status) for r in record.runs] == [(16, "ok"), (64, "ok")]
     capsys.readouterr()
     assert main(["report", str(out / "mlp.h5")]) == 0  # an ordinary sweep file for report (and the window)
-    assert "sweep complete" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "sweep complete" in printed
+    # report names the suite and the machine the numbers belong to, as compare does for each side
+    assert f"benchmark: {QUICK_SUITE_NAME} v{SUITE_VERSION}, workload mlp; --repeats" in printed
+    machine = next(line for line in printed.splitlines() if line.startswith("machine: "))
+    assert cpu_model() in machine and "matmul peak not measured" in printed
 
 
 def test_bench_records_the_cached_matmul_peak_of_its_device(tmp_path, monkeypatch):
