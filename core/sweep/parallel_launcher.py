@@ -142,6 +142,13 @@ class ParallelLauncher:
                 f"{self.spec.parallel} with device {self.spec.device} would train {self.spec.parallel} runs at once "
                 "on one GPU; use device auto (a GPU per run), or device cpu",
             )
+        replicas = int(getattr(self.spec, "replicas", 1) or 1)
+        if ids and replicas > 1:
+            raise SpecError(
+                "parallel",
+                f"{self.spec.parallel} with replicas {replicas}: each run at once gets one GPU of its own, and "
+                f"{replicas} replicas need {replicas}; leave parallel empty for data-parallel runs",
+            )
         if ids and self.wanted is not None and self.wanted > len(ids):
             raise SpecError(
                 "parallel",

@@ -127,6 +127,7 @@ def test_cpu_runs_at_once_each_carry_the_warning_and_their_slot(tmp_path):
     [
         ({"parallel": "gpus"}, CPU, NO_GPU),
         ({"parallel": "3"}, TWO_GPUS, "3 runs at once need 3 GPUs (two runs never share one) and TensorFlow sees 2"),
+        ({"parallel": "gpus", "replicas": 2}, TWO_GPUS, "gpus with replicas 2: each run at once gets one GPU"),
         ({"parallel": "2", "device": "gpu:1"}, {**TWO_GPUS, "devices": TWO_GPUS["devices"][:2]}, "on one GPU"),
     ],
 )
