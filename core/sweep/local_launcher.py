@@ -70,15 +70,19 @@ class LocalLauncher:
         fork: bool = True,
         entry: Entry = train_entry,
         child_env: dict[str, str] | None = None,
+        reap_later: bool = False,
     ):
         """niceness > 0 starts each training child that much below this process's CPU priority. `standby`: start
         each run's child while the previous run trains; `reuse`: on the CPU, the child of a run that ended ok
         trains the next run too; `fork`: on a Linux CPU, a fork server imports TensorFlow once and forks each
         run's child (and the probe's), taking precedence over both. `entry`: what a child runs for a run.
         `child_env`: variables each run's spawned child sets before its entry runs, so before TensorFlow is
-        imported (the parallel launcher's CUDA_VISIBLE_DEVICES: core/sweep/parallel_launcher.py)."""
+        imported (the parallel launcher's CUDA_VISIBLE_DEVICES: core/sweep/parallel_launcher.py). `reap_later`: a
+        run's process is not waited for when its run is over, on a GPU too (the parallel launcher waits for it
+        only before its GPU's next run, so the other runs' events keep flowing meanwhile)."""
         self.spec = spec
         self.child_env = dict(child_env or {})
+        self.reap_later = reap_later
         self.standby = standby
         self.reuse = reuse
         self.fork = fork
@@ -279,7 +283,7 @@ class LocalLauncher:
                 self._idle = handle
         if not keep:
             handle.release()  # a child kept for reuse waits on it after a run that ended ok: now it exits
-            if status is not None and self._on_cpu():
+            if status is not None and (self._on_cpu() or self.reap_later):
                 # Its run is over and recorded: on a CPU the next run need not wait for this process to tear
                 # TensorFlow down (memory figures are per process). On a GPU it must: its memory is still held.
                 self._exiting.append(handle.process)

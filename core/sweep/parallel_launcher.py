@@ -7,9 +7,11 @@ merges their events by run. No TensorFlow here.
 - `--parallel gpus`: one slot per GPU the probe found. Every child of a slot sees only that slot's GPU:
   `CUDA_VISIBLE_DEVICES` is set in the spawned child before its entry runs, so before TensorFlow is imported
   (processes.with_environment; the parent's environment is never changed). A slot takes its next run only
-  after the previous run's process has exited (LocalLauncher reaps a GPU run's child before the slot is
-  free), so two runs in flight never share a GPU. Each run records `visible_gpu` (what its child's
-  CUDA_VISIBLE_DEVICES held), `slot` and `runs_at_once`. No GPU found: a one-line SpecError.
+  after the previous run's process has exited (its memory freed), so two runs' processes never share a GPU;
+  the scheduler is not held up while a finished run's process exits (its other runs' events keep flowing):
+  the wait, if any, comes when the slot's next run starts, and a slot whose process has exited goes first.
+  Each run records `visible_gpu` (what its child's CUDA_VISIBLE_DEVICES held), `slot` and `runs_at_once`.
+  No GPU found: a one-line SpecError.
 - `--parallel N` on a CPU: N slots. The runs share the cores, so their times mean little: the sweep logs one
   warning that says why, and every run carries its own (logged with its index) and records `slot`,
   `runs_at_once` and `shared_cores` = 1. On a Linux CPU the slots fork their children from one fork server
@@ -41,6 +43,7 @@ from batchlab.core.spec import RunSpec, SweepSpec
 from batchlab.core.sweep.children import _RunChild
 from batchlab.core.sweep.local_launcher import Entry, LocalLauncher, train_entry
 from batchlab.core.sweep.probe import _gpu_possible
+from batchlab.core.sweep.processes import _reap
 from batchlab.core.training.child import trains_on_cpu
 
 # A probe of the environment (should_stop, data) -> environment or None; tests give one that lists GPUs.
@@ -106,11 +109,14 @@ class ParallelLauncher:
         self._slots: list[LocalLauncher] = []
         self._placements: list[dict[str, Any]] = []
         self._busy: dict[int, _RunChild] = {}  # slot -> the run in flight there
+        self._exiting: dict[int, Any] = {}  # GPU slot -> its last run's process, until it is known to have exited
 
     # ------------------------------------------------------------------ before the runs
 
     def prepare(self, runs: list[RunSpec], should_stop: Callable[[], bool]) -> None:
         """Start the fork server during the probe where the runs will fork from one (a Linux CPU)."""
+        if self.spec.parallel == PARALLEL_GPUS and not _gpu_possible(self.spec.device):
+            return  # the probe refuses at once: no GPU in sight
         if self._environment_probe is None:
             self._base.prepare(runs, should_stop)
 
@@ -189,14 +195,21 @@ class ParallelLauncher:
             fork=self.fork,
             entry=self.entry,
             child_env=child_env,
+            reap_later=True,
         )
 
     # ------------------------------------------------------------------ a run
 
     def start(self, run: RunSpec, next_run: RunSpec | None) -> _RunChild:
-        """Start `run` in the first free slot (the scheduler starts a run only when one is free)."""
+        """Start `run` in a free slot (the scheduler starts a run only when one is free): one whose previous run's
+        process has exited, else the first free one once its process has (killed after the grace period)."""
         with self._lock:
-            slot = next(i for i in range(len(self._slots)) if i not in self._busy)
+            free = [i for i in range(len(self._slots)) if i not in self._busy]
+        gone = [i for i in free if self._exiting.get(i) is None or not self._exiting[i].is_alive()]
+        slot = gone[0] if gone else free[0]
+        process = self._exiting.pop(slot, None)
+        if process is not None:
+            _reap(process)  # at once when it exited; else the wait its GPU needs before another run
         handle = self._slots[slot].start(run, None)
         handle.placement = dict(self._placements[slot])
         if "shared_cores" in handle.placement:
@@ -212,6 +225,8 @@ class ParallelLauncher:
         """The run's slot lets it go (on a GPU: waits for its process to exit), then takes the next run."""
         slot = next(i for i, h in self._busy.items() if h is handle)
         self._slots[slot].finished(handle, status, stopping)
+        if "visible_gpu" in handle.placement:
+            self._exiting[slot] = handle.process  # its GPU's next run waits for it (start)
         with self._lock:
             del self._busy[slot]
 
@@ -227,6 +242,8 @@ class ParallelLauncher:
 
     def close(self) -> None:
         """Reap every slot's exited children, then close the fork server."""
+        while self._exiting:
+            _reap(self._exiting.popitem()[1])
         for launcher in self._slots:
             launcher.close()
         self._base.close()

@@ -56,18 +56,29 @@ def _entry(mode):
     return lambda run: (fake_child, (run.to_dict(), mode))
 
 
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def _sweep(tmp_path, environment, mode="", on_event=None, **values):
     spec = build_spec({**SPEC, **values})
     launcher = ParallelLauncher(spec, tmp_path, entry=_entry(mode), environment_probe=lambda stop, data: environment)
     runner = SweepRunner(spec, launcher=launcher)
-    seen, most = SweepData(), []
+    seen, most, pids = SweepData(), [], {}
 
     def sink(event):
         seen.handle(event)
         most.append(len(seen.in_flight))
-        if event["type"] == "run_started":  # who is in flight now, and where
-            gpus = [seen.runs[i].attrs["visible_gpu"] for i in seen.in_flight if "visible_gpu" in seen.runs[i].attrs]
+        if event["type"] == "run_started" and "visible_gpu" in event:  # who is in flight now, and where
+            gpus = [seen.runs[i].attrs["visible_gpu"] for i in seen.in_flight]
             assert len(set(gpus)) == len(gpus), f"two runs in flight on one GPU: {gpus}"
+            # every earlier run's process on this GPU had exited (and was reaped) before this run's started
+            assert all(_gone(pid) for pid in pids.get(event["visible_gpu"], [])), "a GPU shared by two processes"
+            pids.setdefault(event["visible_gpu"], []).append(event["pid"])
         if on_event is not None:
             on_event(event, seen, runner)
 
