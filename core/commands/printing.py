@@ -46,7 +46,7 @@ def runs_at_once_line(sweep) -> str:
     if shared:
         return (
             f"Runs at once: {len(shared)} of {len(runs)} runs trained up to {most} at a time on shared CPU cores "
-            f"(parallel {most}), and each carries the warning that it {shared_cores_note(most)}; compare their "
+            f"(--parallel), and each carries the warning that it {shared_cores_note(most)}; compare their "
             "times only with runs trained the same way"
         )
     by_gpu: dict[str, list[int]] = {}

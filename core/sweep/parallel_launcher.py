@@ -59,8 +59,8 @@ def shared_cores_note(runs_at_once: int) -> str:
     """The warning every run carries that trained beside others on shared CPU cores (`report` quotes it)."""
     others = runs_at_once - 1
     return (
-        f"trained at the same time as up to {others} other run{'s' if others != 1 else ''} on shared CPU cores "
-        f"(parallel {runs_at_once}): its times (step time, throughput, time to target) mean little"
+        f"trained at the same time as up to {others} other run{'s' if others != 1 else ''} on shared CPU cores: "
+        "its times (step time, throughput, time to target) mean little"
     )
 
 
@@ -110,11 +110,13 @@ class ParallelLauncher:
         self._placements: list[dict[str, Any]] = []
         self._busy: dict[int, _RunChild] = {}  # slot -> the run in flight there
         self._exiting: dict[int, Any] = {}  # GPU slot -> its last run's process, until it is known to have exited
+        self._run_count: int | None = None  # the sweep's runs (prepare): never more slots than runs
 
     # ------------------------------------------------------------------ before the runs
 
     def prepare(self, runs: list[RunSpec], should_stop: Callable[[], bool]) -> None:
         """Start the fork server during the probe where the runs will fork from one (a Linux CPU)."""
+        self._run_count = len(runs)
         if self.spec.parallel == PARALLEL_GPUS and not _gpu_possible(self.spec.device):
             return  # the probe refuses at once: no GPU in sight
         if self._environment_probe is None:
@@ -162,6 +164,7 @@ class ParallelLauncher:
                 f"{len(ids)}; use parallel gpus, at most {len(ids)}, or device cpu",
             )
         count = len(ids) if self.wanted is None else self.wanted
+        count = max(1, min(count, self._run_count or count))  # 2 runs with parallel 4: 2 at once, said so
         for slot in range(count):
             if ids:
                 launcher = self._slot_launcher({"CUDA_VISIBLE_DEVICES": ids[slot]})
@@ -177,8 +180,8 @@ class ParallelLauncher:
             threads = int(getattr(self.spec, "tf_threads", 0) or 0)
             pools = f"{threads} TensorFlow thread(s) each" if threads else "TensorFlow's default thread pools each"
             self.warnings.append(
-                f"parallel {count}: {count} runs train at once on this machine's {os.cpu_count()} CPU cores "
-                f"({pools}); they share the cores and memory bandwidth, so each run's times (step time, "
+                f"parallel {self.spec.parallel}: {count} runs train at once on this machine's {os.cpu_count()} CPU "
+                f"cores ({pools}); they share the cores and memory bandwidth, so each run's times (step time, "
                 "throughput, time to target) include waiting for the others and mean little; every such run "
                 "carries a warning; for times that mean something, leave parallel empty"
             )

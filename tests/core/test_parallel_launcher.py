@@ -133,6 +133,14 @@ def test_cpu_runs_at_once_each_carry_the_warning_and_their_slot(tmp_path):
     assert len([line for line in record.log if "2 runs train at once" in line]) == 1  # the sweep's one warning
 
 
+def test_more_slots_than_runs_train_as_many_at_once_as_there_are_runs(tmp_path):
+    status, record, most = _sweep(tmp_path, CPU, parallel="4", batch_sizes="16,32")
+    assert status == "complete" and most == 2
+    assert [run.attrs["runs_at_once"] for run in record.runs] == [2, 2]
+    assert [line for line in record.log if "parallel 4: 2 runs train at once" in line]
+    assert [line for line in record.log if "[run 1] run 1 trained at the same time as up to 1 other run " in line]
+
+
 @pytest.mark.parametrize(
     ("values", "environment", "message"),
     [

@@ -54,7 +54,7 @@ def test_two_runs_at_once_give_the_same_runs_as_one_at_a_time_each_with_its_warn
     capsys.readouterr()
     assert cli.main(["report", str(tmp_path / "paired.h5")]) == 0
     report = " ".join(capsys.readouterr().out.split())  # the line is wrapped to the terminal
-    assert "Runs at once: 4 of 4 runs trained up to 2 at a time on shared CPU cores (parallel 2)" in report
+    assert "Runs at once: 4 of 4 runs trained up to 2 at a time on shared CPU cores (--parallel)" in report
     assert f"each carries the warning that it {note}" in report
     assert cli.main(["report", str(tmp_path / "alone.h5")]) == 0
     assert "Runs at once" not in capsys.readouterr().out
