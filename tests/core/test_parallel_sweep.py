@@ -3,6 +3,8 @@ the same runs, statuses and step counts, every run's warning and slot recorded, 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from batchlab.core import cli
 from batchlab.core.model import SweepData
@@ -56,5 +58,7 @@ def test_two_runs_at_once_give_the_same_runs_as_one_at_a_time_each_with_its_warn
     report = " ".join(capsys.readouterr().out.split())  # the line is wrapped to the terminal
     assert "Runs at once: 4 of 4 runs trained up to 2 at a time on shared CPU cores (--parallel)" in report
     assert f"each carries the warning that it {note}" in report
+    assert cli.main(["report", str(tmp_path / "paired.h5"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sweep"]["runs_at_once"].startswith("Runs at once: 4 of 4 runs")
     assert cli.main(["report", str(tmp_path / "alone.h5")]) == 0
     assert "Runs at once" not in capsys.readouterr().out
