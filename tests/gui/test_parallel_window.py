@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.sweep.parallel_launcher import shared_cores_note
+from batchlab.core.sweep.parallel_launcher import NO_GPU, shared_cores_note
 
 from tests.gui.conftest import TINY, wait_until
 
@@ -45,3 +45,15 @@ def test_two_runs_at_once_from_the_window_fill_each_runs_curves_and_rows(main_wi
     rows = w.table.runs_model.rows_as_text()
     assert [(r[2], r[3]) for r in rows[1:]] == [("ok", "16"), ("ok", "32"), ("ok", "64"), ("ok", "128")]
     assert not w.data.in_flight and w.actions["run"].isEnabled()
+
+
+def test_runs_at_once_on_gpus_without_a_gpu_is_shown_beside_the_field(main_window, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # no GPU in sight, as on this machine
+    w = main_window
+    out = tmp_path / "none.h5"
+    w.setup.set_values({**TINY, "device": "auto", "parallel": "gpus"})
+    w.setup.out.setText(str(out))
+    assert w.start_sweep(), w.setup.errors
+    wait_until(lambda: not w.running, timeout_s=120)
+    assert w.status_label.text() == f"Not started: parallel: {NO_GPU}"  # the field and why, in one line
+    assert not out.exists()  # nothing was measured, so no file
