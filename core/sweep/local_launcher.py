@@ -285,7 +285,8 @@ class LocalLauncher:
             handle.release()  # a child kept for reuse waits on it after a run that ended ok: now it exits
             if status is not None and (self._on_cpu() or self.reap_later):
                 # Its run is over and recorded: on a CPU the next run need not wait for this process to tear
-                # TensorFlow down (memory figures are per process). On a GPU it must: its memory is still held.
+                # TensorFlow down (memory figures are per process). On a GPU it must: its memory is still held
+                # (with reap_later, the parallel launcher waits for it before that GPU's next run instead).
                 self._exiting.append(handle.process)
             else:
                 _reap(handle.process)
