@@ -20,10 +20,12 @@ from batchlab.core.commands.printing import (
     print_noise_scale,
     print_profile,
     print_range_table,
+    print_runs_at_once,
     print_seed_table,
     print_table,
     profile_json,
     read_profile,
+    runs_at_once_line,
 )
 from batchlab.core.errors import SpecError
 from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_file
@@ -334,6 +336,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         payload = {"sweep": {"status": sweep.status, "message": sweep.message}, "runs": rows}
         if sweep.left_out_note:
             payload["sweep"]["left_out"] = sweep.left_out_note
+        if runs_at_once_line(sweep):
+            payload["sweep"]["runs_at_once"] = runs_at_once_line(sweep)
         payload["analysis"] = analyse(sweep, profile).as_dict()
         from batchlab.core.analysis.explain import explain_scaling
 
@@ -354,6 +358,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     tasks = sorted({str(r.attrs["task"]) for r in sweep.runs.values() if r.attrs.get("task")})
     if tasks:
         print(f"task: {', '.join(tasks)}")
+    print_runs_at_once(sweep)  # runs trained at the same time (--parallel): their times are not a run's alone
     print(format_table(rows, width=terminal_columns()))
     print_batch_changes(sweep)
     print_seed_table(rows)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ class _RunChild:
     log_offset: int = 0  # where this run's output starts in log_path (a reused child appends to a used log)
     kind: str = STANDBY  # what it was for its run (set when the run is started)
     note: str = ""  # what the log should say about how it was started
+    placement: dict[str, Any] = field(default_factory=dict)  # where it trains, recorded with its run (the slot)
 
     # ---------------------------------------------------------------- the RunHandle interface
 

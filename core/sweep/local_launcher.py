@@ -33,7 +33,15 @@ from batchlab.core.spec import RunSpec, SweepSpec
 from batchlab.core.sweep.children import _RunChild, _SocketStop
 from batchlab.core.sweep.forkserver import ForkServer, ForkServerGone, fork_possible
 from batchlab.core.sweep.probe import _gpu_possible, _probe, _probe_answer, _probe_environment
-from batchlab.core.sweep.processes import POLL_SECONDS, _death_message, _end_process, _log_tail, _reap, start_child
+from batchlab.core.sweep.processes import (
+    POLL_SECONDS,
+    _death_message,
+    _end_process,
+    _log_tail,
+    _reap,
+    start_child,
+    with_environment,
+)
 from batchlab.core.training.ahead import PREPARED
 from batchlab.core.training.child import probe_run_main, run_main, trains_on_cpu
 from batchlab.core.training.startup import FORKED, FRESH, PROBE, REUSED, STANDBY
@@ -61,12 +69,20 @@ class LocalLauncher:
         reuse: bool = True,
         fork: bool = True,
         entry: Entry = train_entry,
+        child_env: dict[str, str] | None = None,
+        reap_later: bool = False,
     ):
         """niceness > 0 starts each training child that much below this process's CPU priority. `standby`: start
         each run's child while the previous run trains; `reuse`: on the CPU, the child of a run that ended ok
         trains the next run too; `fork`: on a Linux CPU, a fork server imports TensorFlow once and forks each
-        run's child (and the probe's), taking precedence over both. `entry`: what a child runs for a run."""
+        run's child (and the probe's), taking precedence over both. `entry`: what a child runs for a run.
+        `child_env`: variables each run's spawned child sets before its entry runs, so before TensorFlow is
+        imported (the parallel launcher's CUDA_VISIBLE_DEVICES: core/sweep/parallel_launcher.py). `reap_later`: a
+        run's process is not waited for when its run is over, on a GPU too (the parallel launcher waits for it
+        only before its GPU's next run, so the other runs' events keep flowing meanwhile)."""
         self.spec = spec
+        self.child_env = dict(child_env or {})
+        self.reap_later = reap_later
         self.standby = standby
         self.reuse = reuse
         self.fork = fork
@@ -79,6 +95,7 @@ class LocalLauncher:
         self._lock = threading.Lock()
         self._should_stop: Callable[[], bool] = lambda: False
         self._zygote: ForkServer | None = None  # the fork server, while the sweep uses one
+        self._owns_zygote = True  # False: another launcher's server (adopt), which that launcher ends
         self._standby: _RunChild | None = None  # the next run's child, getting ready
         self._ahead: _RunChild | None = None  # the next run's forked child, preparing its run (prepare_ahead)
         self._idle: _RunChild | None = None  # the child of a run that ended ok, waiting to be reused
@@ -86,6 +103,13 @@ class LocalLauncher:
         self._exiting: list[multiprocessing.process.BaseProcess] = []  # children whose run ended, still exiting
         self._child: multiprocessing.process.BaseProcess | None = None  # the probe's or the running run's
         self._reuse_running = False  # the running run's child may train the next run (if this one ends ok)
+
+    def adopt(self, base: LocalLauncher) -> None:
+        """Train where `base` probed: take its environment and fork this launcher's children from its fork server
+        (if it has one), which `base` keeps, closes and kills (the parallel launcher's slots share one server)."""
+        self.environment = base.environment
+        with self._lock:
+            self._zygote, self._owns_zygote = base._zygote, False
 
     def _track(self, child: multiprocessing.process.BaseProcess | None) -> None:
         with self._lock:
@@ -259,9 +283,10 @@ class LocalLauncher:
                 self._idle = handle
         if not keep:
             handle.release()  # a child kept for reuse waits on it after a run that ended ok: now it exits
-            if status is not None and self._on_cpu():
+            if status is not None and (self._on_cpu() or self.reap_later):
                 # Its run is over and recorded: on a CPU the next run need not wait for this process to tear
-                # TensorFlow down (memory figures are per process). On a GPU it must: its memory is still held.
+                # TensorFlow down (memory figures are per process). On a GPU it must: its memory is still held
+                # (with reap_later, the parallel launcher waits for it before that GPU's next run instead).
                 self._exiting.append(handle.process)
             else:
                 _reap(handle.process)
@@ -279,7 +304,7 @@ class LocalLauncher:
             for spare in (self._standby, self._idle, self._ahead):
                 if spare is not None and spare.process.is_alive():
                     spare.process.kill()
-            if self._zygote is not None:
+            if self._zygote is not None and self._owns_zygote:
                 self._zygote.kill()
 
     def close(self) -> None:
@@ -388,7 +413,7 @@ class LocalLauncher:
         """End the fork server (it kills and reaps whatever it forked that still runs)."""
         with self._lock:
             zygote, self._zygote = self._zygote, None
-        if zygote is not None:
+        if zygote is not None and self._owns_zygote:
             zygote.close()
 
     def _reuses(self, run: RunSpec) -> bool:
@@ -427,9 +452,12 @@ class LocalLauncher:
             extra = (go_receiver, time.time())  # launched_at: the child's process start is timed from here
         if probe:
             target, args, extra = probe_run_main, (self.spec.to_dict(), *args), (*extra, data)
+        args = (*args, sender, child_stop, str(log_path), self.niceness, *extra)
+        if self.child_env:
+            target, args = with_environment, (self.child_env, target, *args)
         process = self._ctx.Process(
             target=target,
-            args=(*args, sender, child_stop, str(log_path), self.niceness, *extra),
+            args=args,
             daemon=True,
             name=f"batchlab-run-{run.index}",
         )

@@ -6,8 +6,11 @@ No TensorFlow here.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 POLL_SECONDS = 0.05  # how often a waiting parent looks at the stop flag
 # How long the sweep's pump waits for a training child's next event before it looks at the stop flag and the
@@ -80,6 +83,14 @@ def start_child(process: multiprocessing.process.BaseProcess) -> None:
         process.start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def with_environment(env: dict[str, str], target: Callable[..., Any], *args: Any) -> Any:
+    """A child's entry with `env` set first: run in the spawned child, before `target` (and so before TensorFlow,
+    which reads CUDA_VISIBLE_DEVICES once, at its import) runs. The parent's own environment is never changed,
+    so a child started at the same moment from another thread cannot inherit another child's GPU."""
+    os.environ.update(env)
+    return target(*args)
 
 
 def _reap(process: multiprocessing.process.BaseProcess) -> None:

@@ -61,7 +61,9 @@ def make_launcher(spec: SweepSpec, log_dir: Path, *, entry: Entry = train_entry,
     if getattr(spec, "ray", ""):
         raise SpecError("ray", f"{spec.ray} is not available yet: Ray sweeps are being built; leave ray empty")
     if getattr(spec, "parallel", ""):
-        raise SpecError("parallel", f"{spec.parallel} is not available yet; leave parallel empty")
+        from batchlab.core.sweep.parallel_launcher import ParallelLauncher
+
+        return ParallelLauncher(spec, log_dir, entry=entry, **local)
     return LocalLauncher(spec, log_dir, entry=entry, **local)
 
 
