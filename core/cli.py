@@ -25,7 +25,6 @@ from batchlab.core.commands.printing import (
     print_table,
     profile_json,
     read_profile,
-    runs_at_once_line,
 )
 from batchlab.core.errors import SpecError
 from batchlab.core.paths import DEFAULT_OUT_DIR, check_run_file, default_run_file
@@ -319,6 +318,7 @@ def _is_lr_find_file(path) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from batchlab.core.analysis.concurrency import runs_at_once_line
     from batchlab.core.bench.compare import bench_file_lines
     from batchlab.core.model import SweepData
     from batchlab.core.table import format_table, summary_rows, target_line

@@ -17,6 +17,7 @@ from datetime import datetime
 import numpy as np
 from batchlab.core.analysis import claims
 from batchlab.core.analysis.claims import LineFit, MemorySlope, OffLine, Seconds, Share, say
+from batchlab.core.analysis.concurrency import explain_concurrency
 from batchlab.core.analysis.memory_fit import MemoryFit, sweep_memory_fit
 from batchlab.core.analysis.scaling import scaling_lines
 from batchlab.core.analysis.startup import explain_startup
@@ -442,14 +443,18 @@ def explain_scaling(sweep: SweepData, others: Sequence[SweepData] = ()) -> list[
     return scaling_lines(runs)
 
 
-def explain_sweep(sweep: SweepData, peak_flops: float | None = None, others: Sequence[SweepData] = ()) -> list[str]:
+def explain_sweep(
+    sweep: SweepData, peak_flops: float | None = None, others: Sequence[SweepData] = (), concurrency: bool = True
+) -> list[str]:
     """The explanation, one paragraph per line: time model, slow-downs, one-time costs, FLOPs, memory.
 
     `peak_flops` is the measured matmul peak (FLOP/s) of the device the sweep ran on, if known; `others`:
-    sweeps at other replicas whose runs the scaling lines compare with this one's (explain_scaling).
+    sweeps at other replicas whose runs the scaling lines compare with this one's (explain_scaling);
+    `concurrency`: open with the runs-at-once line (False where it was printed already, as `report` does).
     """
     fit = sweep_step_time(sweep)
     return [
+        *(explain_concurrency(sweep) if concurrency else []),
         *explain_accumulation(sweep),
         *explain_batch_schedule(sweep),
         *explain_execution(sweep),

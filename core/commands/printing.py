@@ -31,36 +31,9 @@ def print_table(path: Path) -> None:
     print_noise_scale(sweep)
 
 
-def runs_at_once_line(sweep) -> str:
-    """Runs that trained at the same time as others (--parallel, core/sweep/parallel_launcher.py), in one line
-    that quotes the warning each run on shared CPU cores carries, so nobody reads their times as a run's alone;
-    "" when every run trained alone."""
-    from batchlab.core.sweep.parallel_launcher import shared_cores_note
-
-    runs = sweep.ordered_runs()
-    placed = [r for r in runs if r.attrs.get("runs_at_once") is not None and int(r.attrs["runs_at_once"]) > 1]
-    if not placed:
-        return ""
-    most = max(int(r.attrs["runs_at_once"]) for r in placed)
-    shared = [r for r in placed if int(r.attrs.get("shared_cores", 0) or 0)]
-    if shared:
-        return (
-            f"Runs at once: {len(shared)} of {len(runs)} runs trained up to {most} at a time on shared CPU cores "
-            f"(--parallel), and each carries the warning that it {shared_cores_note(most)}; compare their "
-            "times only with runs trained the same way"
-        )
-    by_gpu: dict[str, list[int]] = {}
-    for r in placed:
-        by_gpu.setdefault(str(r.attrs.get("visible_gpu", "?")), []).append(r.index)
-    where = "; ".join(f"GPU {gpu}: runs {', '.join(map(str, indices))}" for gpu, indices in by_gpu.items())
-    return (
-        f"Runs at once: {len(placed)} of {len(runs)} runs trained up to {most} at a time, one per GPU ({where}); "
-        "no two shared a GPU, but they shared the host's CPU cores, memory and disk, so a step time that waits "
-        "for its input may be longer than the run's alone"
-    )
-
-
 def print_runs_at_once(sweep) -> None:
+    from batchlab.core.analysis.concurrency import runs_at_once_line
+
     line = runs_at_once_line(sweep)
     if line:
         print(textwrap.fill(line, text_width(), subsequent_indent="  "))
@@ -116,7 +89,7 @@ def print_explanation(sweep, others=()) -> None:
     peak = cached_peak(sweep.environment.get("device_description", ""))
     print()
     print("Why the times and memory came out this way:")
-    for paragraph in explain_sweep(sweep, peak_flops=peak, others=others):
+    for paragraph in explain_sweep(sweep, peak_flops=peak, others=others, concurrency=False):
         print(textwrap.fill(paragraph, text_width(), initial_indent="- ", subsequent_indent="  "))
 
 

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from batchlab.core.analysis.concurrency import shared_cores_note
 from batchlab.core.errors import SpecError
 from batchlab.core.settings.placement import PARALLEL_GPUS, parallel_runs
 from batchlab.core.spec import RunSpec, SweepSpec
@@ -53,15 +54,6 @@ NO_GPU = (
     "gpus: no GPU found here; use parallel N for N runs at once on the CPU "
     "(they share its cores, so their times mean little), or leave parallel empty for one run at a time"
 )
-
-
-def shared_cores_note(runs_at_once: int) -> str:
-    """The warning every run carries that trained beside others on shared CPU cores (`report` quotes it)."""
-    others = runs_at_once - 1
-    return (
-        f"trained at the same time as up to {others} other run{'s' if others != 1 else ''} on shared CPU cores: "
-        "its times (step time, throughput, time to target) mean little"
-    )
 
 
 def gpu_ids(environment: dict[str, Any]) -> list[str]:

@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 from batchlab.core import cli
+from batchlab.core.analysis.concurrency import shared_cores_note
 from batchlab.core.model import SweepData
 from batchlab.core.runfile.reader import read_run_file
 from batchlab.core.spec import build_spec
-from batchlab.core.sweep.parallel_launcher import shared_cores_note
 from batchlab.core.sweep.runner import run_sweep
 
 SPEC = {"workload": "mlp", "samples": 256, "epochs": 1, "batch_sizes": "16,32,64,128", "tf_threads": 1}
@@ -58,6 +58,11 @@ def test_two_runs_at_once_give_the_same_runs_as_one_at_a_time_each_with_its_warn
     report = " ".join(capsys.readouterr().out.split())  # the line is wrapped to the terminal
     assert "Runs at once: 4 of 4 runs trained up to 2 at a time on shared CPU cores (--parallel)" in report
     assert f"each carries the warning that it {note}" in report
+    assert report.count("Runs at once") == 1  # at the top, not again in the explanation
+    from batchlab.core.analysis.explain import explain_sweep
+
+    # the window's explanation (the same function) opens with the same line
+    assert explain_sweep(SweepData.from_file(tmp_path / "paired.h5"))[0].startswith("Runs at once: 4 of 4 runs")
     assert cli.main(["report", str(tmp_path / "paired.h5"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sweep"]["runs_at_once"].startswith("Runs at once: 4 of 4 runs")
     assert cli.main(["report", str(tmp_path / "alone.h5")]) == 0

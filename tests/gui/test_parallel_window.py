@@ -4,8 +4,9 @@ events arrive interleaved by run, and views that keep every run's curves and row
 from __future__ import annotations
 
 import numpy as np
+from batchlab.core.analysis.concurrency import shared_cores_note
 from batchlab.core.runfile.reader import read_run_file
-from batchlab.core.sweep.parallel_launcher import NO_GPU, shared_cores_note
+from batchlab.core.sweep.parallel_launcher import NO_GPU
 
 from tests.gui.conftest import TINY, wait_until
 
