@@ -34,7 +34,7 @@ from batchlab.core.events import RUN_ENDED
 from batchlab.core.spec import RunSpec, SweepSpec
 from batchlab.core.sweep.local_launcher import Entry, train_entry
 from batchlab.core.sweep.probe import _probe
-from batchlab.core.sweep.processes import PUMP_WAIT_SECONDS, _death_message, _reap, start_child
+from batchlab.core.sweep.processes import POLL_SECONDS, PUMP_WAIT_SECONDS, _death_message, _reap, start_child
 from batchlab.core.training.startup import FRESH
 from batchlab.core.training.workers import worker_main
 
@@ -42,6 +42,7 @@ LOCALHOST = "localhost"
 # After a worker is lost, how long the chief may take to end by itself (its all-reduce fails at once when the
 # lost worker was on this host) before it is killed: long enough to send the steps it holds (every 0.25 s).
 WORKER_LOST_GRACE_S = 10.0
+LOST_CHECK_S = 1.0  # how long a chief's run_ended "error" waits to be explained by a lost worker (WorkerGroup.recv)
 
 
 def tf_config(addresses: Sequence[str], index: int) -> str:
@@ -131,11 +132,10 @@ class WorkerGroup:
         event = self.chief.events.recv()
         if event.get("type") != RUN_ENDED:
             return event
-        self._scan()  # a worker that died first has exited by now: its closed connection failed the chief's step
+        lost = self._find_lost() if event.get("status") == "error" else ""
         with self._lock:
             self._chief_status = str(event.get("status"))
-            lost = self._lost
-        if lost and event.get("status") not in ("ok", "interrupted"):
+        if lost:  # the chief's error was its all-reduce failing: the run crashed because a worker was lost
             event = {**event, "status": "crashed", "message": f"{lost}; measurements so far are kept"}
         if event.get("status") != "ok":
             self._end_others()
@@ -177,6 +177,19 @@ class WorkerGroup:
     def _name(self, w: _Worker) -> str:
         return f"worker {w.index} of {len(self.workers)} ({w.address})"
 
+    def _find_lost(self) -> str:
+        """Why a worker was lost ("" if none was), looking for up to LOST_CHECK_S: a worker on this host that died
+        has closed its connections, which failed the chief's step, a moment before its exit can be seen."""
+        deadline = time.monotonic() + LOST_CHECK_S
+        while True:
+            self._scan()
+            with self._lock:
+                lost = self._lost
+            others_alive = any(w.process.exitcode is None for w in self.workers[1:])
+            if lost or not others_alive or time.monotonic() > deadline:
+                return lost
+            time.sleep(POLL_SECONDS)
+
     def _end_others(self) -> None:
         for w in self.workers[1:]:
             if w.process.is_alive():
@@ -217,14 +230,15 @@ class WorkerGroup:
                     self._lost, self._lost_at = why, time.monotonic()
 
     def _why_lost(self, w: _Worker, exited: bool) -> str:
-        """Why worker `w` is lost while the chief trains ("" if it is not): it ended its run other than ok,
-        or its process had `exited` without run_ended."""
+        """Why worker `w` is lost while the chief trains ("" if it is not): it ended its run with an error (or
+        out of memory), or its process had `exited` without run_ended."""
         name = self._name(w)
         if w.ended is not None:
             status, message = str(w.ended.get("status")), str(w.ended.get("message") or "")
-            if status == "ok":
+            if status in ("ok", "diverged"):  # the chief trains the same steps: it ends so too, on its own
                 return ""
-            return message if message.startswith(f"worker {w.index} of") else f"{name} ended with {status}: {message}"
+            named = message.find(f"worker {w.index} of")  # it said which worker it is (workers.py)
+            return message[named:] if named >= 0 else f"{name} ended with {status}: {message}"
         if exited:
             return f"{name} was lost mid-run: {_death_message(w.process.exitcode, w.log_path)}"
         return ""

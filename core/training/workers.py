@@ -87,7 +87,8 @@ def _join() -> None:
     except Exception as e:
         worker, workers, address = cluster_task()
         raise RuntimeError(
-            f"worker {worker} of {workers} ({address}) could not join the cluster: {first_line(e)}"
+            f"worker {worker} of {workers} ({address}) could not join the cluster (is its port free and its host "
+            f"reachable?): {first_line(e)}"
         ) from e
 
 
@@ -108,5 +109,5 @@ def worker_hook_for(setup: Any, emit, built: dict[str, Any]) -> Hook | None:
     """The execution group's hook (core/settings/execution.py): only the test seam's lost worker; None otherwise."""
     if not os.environ.get(faults.WORKER_EXIT_ENV) or not os.environ.get("TF_CONFIG"):
         return None
-    step = faults.worker_exit_step(cluster_task()[0])
+    step = faults.worker_exit_step(setup.run.index, cluster_task()[0])
     return WorkerExit(step) if step is not None else None
