@@ -16,6 +16,7 @@ import time
 import h5py
 import numpy as np
 import pytest
+from batchlab.core.analysis.scaling import scaling_lines
 from batchlab.core.errors import SpecError
 from batchlab.core.spec import build_spec, spec_errors
 from batchlab.core.sweep import multiworker
@@ -24,6 +25,7 @@ from batchlab.core.sweep.runner import SweepRunner, run_sweep
 from batchlab.core.training.faults import WORKER_EXIT_CODE, WORKER_EXIT_ENV
 
 from tests.core.test_cli import assert_one_line_error, batchlab
+from tests.core.test_scaling import _sweep
 
 # Tolerance on each step's loss: the two workers' float32 shares are summed by a collective all-reduce in another
 # order than one device sums the batch; measured max |difference| 2.4e-7 over 8 steps (mnist-mlp, 251 samples,
@@ -224,3 +226,23 @@ def test_a_chief_waiting_for_a_lost_worker_is_ended(tmp_path, monkeypatch):
     ), message
     group.close(None)
     assert group.workers[0].process.exitcode == -9
+
+
+@pytest.mark.parametrize(
+    "addresses, said",
+    [("localhost:4000,localhost:4001", "(worker processes on one host: the replicas share"), ("a:1,b:1", None)],
+)
+def test_the_scaling_line_says_what_shared_the_cores(addresses, said):
+    """Two workers on one CPU host compete for its cores (the line says so, not "logical CPU devices"); on two
+    hosts they do not, and the longer step is the all-reduce and the waits."""
+    data = _sweep([(1, 64, 0, 0.010), (2, 128, 0, 0.0125)])
+    for run in data.ordered_runs():
+        run.attrs["device"] = "cpu"
+        if int(run.attrs.get("replicas", 1)) > 1:
+            run.attrs.update(workers=2, strategy="MultiWorkerMirroredStrategy", worker_addresses=addresses)
+    line = scaling_lines(data.ordered_runs())[0]
+    assert line.startswith("2 replicas at per-replica batch 64")
+    if said:
+        assert "a step took 2.5 ms longer than one replica's " + said in line, line
+    else:
+        assert "(the all-reduce and the replicas' waits)" in line and "share" not in line, line
