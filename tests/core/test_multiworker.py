@@ -29,8 +29,8 @@ from tests.core.test_scaling import _sweep
 
 # Tolerance on each step's loss: the two workers' float32 shares are summed by a collective all-reduce in another
 # order than one device sums the batch; measured max |difference| 2.4e-7 over 8 steps (mnist-mlp, 251 samples,
-# batch 64, TF 2.21, as MirroredStrategy in tests/core/test_replicas.py). A worker training the wrong share, or
-# unequal shares weighted equally (the last batch of 59: 29 + 30), differs by 1e-4 or more.
+# batch 64, TF 2.21, as MirroredStrategy in tests/core/test_replicas.py, where unequal shares weighted equally
+# (the last batch of 59: 29 + 30) differed by 2.7e-4: the tolerance tells the two apart).
 LOSS_TOLERANCE = 2e-5
 SPEC = {
     "preset": "mnist-mlp",
