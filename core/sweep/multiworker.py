@@ -5,8 +5,9 @@ one replica of the global batch in each (core/training/workers.py, replication.p
   (worker 0 is the chief). Here the addresses are this machine's free ports (`local_addresses`); a launcher that
   places workers elsewhere (Ray) passes its own `addresses` function to MultiWorkerLauncher.
 - Events: only the chief's reach the scheduler (and the one writer); the other workers train the same steps,
-  their events are drained and dropped, their output kept in the sweep's log folder (run_NNN.workerK.log).
-- A lost worker: a worker that dies, or ends its run other than ok, while the chief trains would leave the
+  their events are drained and dropped, except their error lines (a traceback), which go to the run's log
+  named by the worker; their output is kept in the sweep's log folder (run_NNN.workerK.log).
+- A lost worker: a worker that dies, or ends its run with an error, while the chief trains would leave the
   chief waiting in its next all-reduce (on one host TensorFlow notices the closed connection at once; across
   hosts only the collective timeout, replication.COLLECTIVE_TIMEOUT_S, ends the wait). The run's handle watches
   every worker: the chief gets WORKER_LOST_GRACE_S to end by itself (sending the steps it holds), then it is
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from batchlab.core.errors import SpecError
-from batchlab.core.events import RUN_ENDED
+from batchlab.core.events import LOG, RUN_ENDED
 from batchlab.core.spec import RunSpec, SweepSpec
 from batchlab.core.sweep.local_launcher import Entry, train_entry
 from batchlab.core.sweep.probe import _probe
@@ -114,6 +115,7 @@ class WorkerGroup:
         self._lost = ""  # why the run lost a worker, in one line ("" while none is lost)
         self._lost_at = 0.0  # monotonic s when it was found
         self._chief_status: str | None = None  # the chief's run_ended status, once it came
+        self._relayed: list[dict[str, Any]] = []  # the other workers' error lines, for the run's log
         self._done = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name=f"batchlab-workers-{run.index}", daemon=True)
         self._watcher.start()
@@ -125,10 +127,17 @@ class WorkerGroup:
     # ---------------------------------------------------------------- the RunHandle interface
 
     def poll(self, timeout: float) -> bool:
+        with self._lock:
+            if self._relayed:
+                return True
         return self.chief.events.poll(timeout)
 
     def recv(self) -> dict[str, Any]:
-        """The chief's next event; its run_ended says `crashed`, naming the worker, when a worker was lost."""
+        """The other workers' error lines first (named), then the chief's next event; its run_ended says
+        `crashed`, naming the worker, when a worker was lost."""
+        with self._lock:
+            if self._relayed:
+                return self._relayed.pop(0)
         event = self.chief.events.recv()
         if event.get("type") != RUN_ENDED:
             return event
@@ -221,6 +230,9 @@ class WorkerGroup:
                         event = w.events.recv()
                         if event.get("type") == RUN_ENDED:
                             w.ended = event
+                        elif event.get("type") == LOG and event.get("level") == "error":
+                            named = f"{self._name(w)}: {event.get('message', '')}"
+                            self._relayed.append({**event, "message": named})
                 except (EOFError, OSError):
                     w.closed = True
                 if self._lost or self._chief_status is not None:

@@ -158,7 +158,8 @@ def test_workers_refusal_is_one_line():
 
 def _fake_worker(index, conn, stop_flag, lose_after):
     """A worker without TensorFlow: run_started, then a step every 20 ms. The chief (0) ends "interrupted" at a
-    stop and lingers; worker `lose_after[0]` exits with code 3 after step `lose_after[1]`; otherwise it steps on
+    stop and lingers; worker `lose_after[0]` sends an error line and exits with code 3 after step `lose_after[1]`;
+    otherwise it steps on
     (as a chief on one host whose all-reduce waits for a worker lost on another host)."""
     conn.send({"type": "run_started", "run": 0})
     for step in range(100_000):
@@ -166,6 +167,7 @@ def _fake_worker(index, conn, stop_flag, lose_after):
             conn.send({"type": "run_ended", "run": 0, "status": "interrupted", "message": "stopped by the user"})
             time.sleep(60)
         if lose_after is not None and index == lose_after[0] and step > lose_after[1]:
+            conn.send({"type": "log", "run": 0, "level": "error", "message": "Traceback: the last words"})
             os._exit(WORKER_EXIT_CODE)
         conn.send({"type": "steps", "run": 0, "step": [step]})
         time.sleep(0.02)
@@ -218,8 +220,13 @@ def test_a_chief_waiting_for_a_lost_worker_is_ended(tmp_path, monkeypatch):
     group = _fake_group(tmp_path, lose_after=(1, 2))
     events = _events(group)
     assert events and all(e["type"] != "run_ended" for e in events)
-    assert not group.is_alive()
-    message = group.death_message()
+    # its error line reaches the run's log, named; its steps do not (only the chief's are recorded)
+    relayed = [e for e in events if e["type"] == "log"]
+    assert [e["message"] for e in relayed] == ["worker 1 of 2 (localhost:4001): Traceback: the last words"]
+    assert len([e for e in events if e["type"] == "steps"]) == len(
+        {e["step"][0] for e in events if e["type"] == "steps"}
+    )
+    message = group.death_message()  # the scheduler asks at the chief's end of file
     assert message.startswith(
         f"worker 1 of 2 (localhost:4001) was lost mid-run: the training process exited "
         f"unexpectedly with code {WORKER_EXIT_CODE}"
