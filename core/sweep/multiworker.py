@@ -231,7 +231,8 @@ class WorkerGroup:
                         if event.get("type") == RUN_ENDED:
                             w.ended = event
                         elif event.get("type") == LOG and event.get("level") == "error":
-                            named = f"{self._name(w)}: {event.get('message', '')}"
+                            text = str(event.get("message", ""))
+                            named = text if f"worker {w.index} of" in text else f"{self._name(w)}: {text}"
                             self._relayed.append({**event, "message": named})
                 except (EOFError, OSError):
                     w.closed = True
