@@ -32,6 +32,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "mixed_precision": False,  # mixed_float16 with loss scaling (GPU only)
     "tf_threads": 0,  # the training child's TensorFlow threads; 0: TensorFlow's default
     "replicas": 1,  # data-parallel replicas (MirroredStrategy) each run trains on; 1: one device
+    "workers": 1,  # worker processes (MultiWorkerMirroredStrategy) each run trains in; 1: one process
     "prepare_ahead": False,  # fused runs: the next run's child prepares (builds, compiles) while this one trains
     "parallel": "",  # runs in flight at once: "" one at a time, "gpus" one per local GPU, "N" N at once
     "ray": "",  # a Ray cluster to submit runs to: "" none, auto, local or ray://host:port

@@ -1,6 +1,7 @@
 """The setup panel's Execution & measurement section: gradient accumulation, fused steps, XLA, mixed precision
-(issue 12 item 6) and the gradient noise scale (issue 10 item 3), the `batchlab sweep` options --accumulate,
---fused, --xla, --mixed-precision, --noise-scale-every and --noise-scale-parts. Mixed into SetupPanel like
+(issue 12 item 6), data-parallel replicas and worker processes (issue 27 item 3) and the gradient noise scale
+(issue 10 item 3), the `batchlab sweep` options --accumulate, --fused, --replicas, --workers, --xla,
+--mixed-precision, --noise-scale-every and --noise-scale-parts. Mixed into SetupPanel like
 ConvergenceFields: every value is checked by core.spec (the CLI's parsers and cross-field rules, shown under the
 field), tooltips are the CLI's help (core/settings/)."""
 
@@ -18,6 +19,7 @@ EXECUTION_FIELDS = (
     "accumulate",
     "fused",
     "replicas",
+    "workers",
     "xla",
     "mixed_precision",
     "noise_scale_every",
@@ -39,6 +41,7 @@ class ExecutionFields:
         self._described_row(form, "accumulate")
         self._described_row(form, "fused")
         self._described_row(form, "replicas")  # data-parallel replicas (docs/scaling.md)
+        self._described_row(form, "workers")  # data-parallel worker processes (docs/scaling.md)
         self.xla = QCheckBox("compile with XLA (partly: auto)")
         self.xla.setTristate(True)  # unchecked: off, partly: auto (xla_choice.py), checked: on
         self._row(form, "xla", "", self.xla)
@@ -55,6 +58,7 @@ class ExecutionFields:
             "accumulate": self.accumulate.text(),
             "fused": self.fused.text(),
             "replicas": self.replicas.text(),
+            "workers": self.workers.text(),
             "xla": XLA_AUTO if self.xla.checkState() == Qt.CheckState.PartiallyChecked else self.xla.isChecked(),
             "mixed_precision": self.mixed_precision.isChecked() and a("mixed_precision"),
             "noise_scale_every": self.noise_scale_every.text(),
@@ -92,6 +96,9 @@ class ExecutionFields:
         replicas = str(values.get("replicas") or "").strip()
         if replicas not in ("", "1"):
             parts.append(f"{replicas} replicas")
+        workers = str(values.get("workers") or "").strip()
+        if workers not in ("", "1"):
+            parts.append(f"{workers} worker processes")
         accumulate = str(values.get("accumulate") or "").strip()
         if accumulate not in ("", "1"):
             parts.insert(0, f"{accumulate} micro-batches per update")

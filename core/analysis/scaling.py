@@ -27,6 +27,10 @@ WEAK = "weak"  # fixed per-replica batch
 STRONG = "strong"  # fixed global batch
 
 
+LOGICAL_CPUS = "logical CPU devices"  # what shared a CPU's cores under --replicas
+LOCAL_WORKERS = "worker processes on one host"  # and under --workers on one host
+
+
 @dataclass(frozen=True)
 class ScalingPoint:
     """One (replicas, global batch) of a sweep, its seeds averaged."""
@@ -38,6 +42,7 @@ class ScalingPoint:
     time_to_target: float  # s of training; NaN without a target or where not reached
     runs: int  # how many runs (seeds) were averaged
     shared_cores: bool = False  # replicas were logical CPU devices (device "cpu"): they shared the same cores
+    shared_by: str = LOGICAL_CPUS  # what shared the cores: logical CPUs, or worker processes on one host
 
     @property
     def per_replica_batch(self) -> int:
@@ -93,7 +98,7 @@ class ScalingRow:
         sync = self.sync_per_step
         if math.isfinite(sync) and sync > 0 and self.point.shared_cores:
             text += (
-                f"; a step took {duration(sync)} longer than one replica's (logical CPU devices: the replicas share "
+                f"; a step took {duration(sync)} longer than one replica's ({self.point.shared_by}: the replicas share "
                 "the same cores, so this includes their competing for them, not only the all-reduce)"
             )
         elif math.isfinite(sync) and sync > 0:
@@ -112,6 +117,13 @@ def _times(ratio: float) -> str:
     return f"{ratio:.3g}x" if text == "1" else f"{text}x"
 
 
+def _one_host(attrs: dict) -> bool:
+    """Whether a run's replicas were on one host: always, except a multi-worker run whose workers' addresses
+    (worker_addresses, "host:port,...") name several hosts."""
+    hosts = {a.rpartition(":")[0] for a in str(attrs.get("worker_addresses", "") or "").split(",") if a}
+    return len(hosts) <= 1
+
+
 def run_replicas(attrs: dict) -> int:
     """How many replicas trained a run (1 for a run without the attribute: every run before data parallelism)."""
     try:
@@ -126,13 +138,15 @@ def scaling_points(runs: Iterable) -> list[ScalingPoint]:
     `runs` are core.model.RunData (their batch_size is the global batch)."""
     groups: dict[tuple[int, int], list] = defaultdict(list)
     on_cpu: dict[tuple[int, int], bool] = defaultdict(bool)
+    workers: dict[tuple[int, int], bool] = defaultdict(bool)  # its replicas were worker processes (--workers)
     for run in runs:
         figures = run.figures
         if run.status != "ok" or not math.isfinite(figures.samples_per_s) or figures.samples_per_s <= 0:
             continue
         key = (run_replicas(run.attrs), int(run.batch_size))
         groups[key].append(figures)
-        on_cpu[key] |= key[0] > 1 and str(run.attrs.get("device", "")) == "cpu"
+        on_cpu[key] |= key[0] > 1 and str(run.attrs.get("device", "")) == "cpu" and _one_host(run.attrs)
+        workers[key] |= int(run.attrs.get("workers", 1) or 1) > 1
     points = []
     for (replicas, batch), figures in sorted(groups.items()):
         reached = [f.time_to_target for f in figures if math.isfinite(f.time_to_target)]
@@ -145,6 +159,7 @@ def scaling_points(runs: Iterable) -> list[ScalingPoint]:
                 time_to_target=_mean(reached) if len(reached) == len(figures) else math.nan,
                 runs=len(figures),
                 shared_cores=on_cpu[(replicas, batch)],
+                shared_by=LOCAL_WORKERS if workers[(replicas, batch)] else LOGICAL_CPUS,
             )
         )
     return points

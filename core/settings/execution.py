@@ -1,6 +1,6 @@
 """Execution: the device, the training loop and its device sync, gradient accumulation, fused steps, XLA,
-mixed precision, TensorFlow's threads and data-parallel replicas (core/training/execution.py, fused.py,
-replication.py; docs/performance.md, docs/scaling.md)."""
+mixed precision, TensorFlow's threads, data-parallel replicas and worker processes (core/training/execution.py,
+fused.py, replication.py, workers.py; core/sweep/multiworker.py; docs/performance.md, docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from batchlab.core.errors import SpecError
 from batchlab.core.presets import DEFAULT_PRESET, preset_defaults
-from batchlab.core.settings.base import Setting, SettingsGroup, blank, boolean, choice, whole
+from batchlab.core.settings.base import HookFactory, Setting, SettingsGroup, blank, boolean, choice, whole
 from batchlab.core.settings.optimizer import MODEL_OPTIMIZER
 
 DEFAULTS = preset_defaults(DEFAULT_PRESET)
@@ -19,6 +19,7 @@ MAX_ACCUMULATE = 1024
 MAX_FUSED = 4096
 MAX_TF_THREADS = 1024
 MAX_REPLICAS = 64
+MAX_WORKERS = 64
 XLA_AUTO = "auto"  # xla: compile only where the run's steps repay the compile (core/training/xla_choice.py)
 MIXED_PRECISION_ON_CPU = (
     "unsupported on CPU: float16 is emulated there and slower than float32; use a GPU (device auto or gpu:N) "
@@ -39,6 +40,7 @@ class ExecutionSettings:
     mixed_precision: bool = DEFAULTS["mixed_precision"]  # mixed_float16 with loss scaling (GPU only)
     tf_threads: int = DEFAULTS["tf_threads"]  # TensorFlow's intra- and inter-op threads; 0: its default
     replicas: int = DEFAULTS["replicas"]  # MirroredStrategy over this many devices; batch sizes stay global
+    workers: int = DEFAULTS["workers"]  # MultiWorkerMirroredStrategy over this many processes, one replica each
 
 
 def parse_device(value: Any) -> str:
@@ -101,39 +103,47 @@ def parse_replicas(value: Any) -> int:
     return whole("replicas", 1 if blank(value) else value, 1, what, MAX_REPLICAS)
 
 
-def _replicas_conflict(p: dict[str, Any]) -> str | None:
-    """Why the settings in `p` cannot train on several replicas (None: they can)."""
-    n = p["replicas"]
+def parse_workers(value: Any) -> int:
+    """Worker processes per run (1 = one process): MultiWorkerMirroredStrategy, one replica in each."""
+    what = f"workers must be a whole number of processes from 1 (one process) to {MAX_WORKERS}"
+    return whole("workers", 1 if blank(value) else value, 1, what, MAX_WORKERS)
+
+
+def _replicas_conflict(p: dict[str, Any], n: int, what: str = "replicas") -> str | None:
+    """Why the settings in `p` cannot split each batch over `n` replicas (None: they can); `what`: "replicas"
+    (MirroredStrategy in one process) or "workers" (MultiWorkerMirroredStrategy, one replica per process)."""
+    strategy = "MultiWorkerMirroredStrategy" if what == "workers" else "MirroredStrategy"
     sizes = [b for b in p.get("batch_sizes") or () if isinstance(b, int) and b > 0]
     odd = [b for b in sizes if b % n]
     samples = p.get("samples")  # None: the whole data, checked in the child (replication.check_batches)
     short = [(b, samples % b) for b in sizes if isinstance(samples, int) and 0 < samples % b < n] or [(0, 0)]
+    gpus = "worker i on GPU i) or cpu" if what == "workers" else f"the first {n} GPUs) or cpu (logical CPUs"
     conflicts = (
         (p.get("loop") == "fit", "the fit engine does not build its model in a strategy's scope; use loop loop"),
-        (p.get("fused", 1) > 1, "fused steps are not supported with replicas; use fused 1"),
-        (p.get("accumulate", 1) > 1, "gradient accumulation is not supported with replicas; use accumulate 1"),
+        (p.get("fused", 1) > 1, f"fused steps are not supported with {what}; use fused 1"),
+        (p.get("accumulate", 1) > 1, f"gradient accumulation is not supported with {what}; use accumulate 1"),
         (
             p.get("noise_scale_every") is not None,
-            "the noise scale's micro-batch gradients are taken outside the replicas' step, not checked under "
-            "MirroredStrategy; leave noise_scale_every empty",
+            f"the noise scale's micro-batch gradients are taken outside the replicas' step, not checked under "
+            f"{strategy}; leave noise_scale_every empty",
         ),
         (
             p.get("batch_schedule") not in (None, "constant"),
-            "a batch schedule's batches need not divide by the replicas; use batch_schedule constant",
+            f"a batch schedule's batches need not divide by the {what}; use batch_schedule constant",
         ),
-        (p.get("xla") not in (None, False), "XLA is not compiled across replicas here; use xla false"),
+        (p.get("xla") not in (None, False), f"XLA is not compiled across {what} here; use xla false"),
         (
             isinstance(p.get("device"), str) and p["device"].startswith("gpu:"),
-            f"device {p.get('device')} names one GPU; use device auto (the first {n} GPUs) or cpu (logical CPUs)",
+            f"device {p.get('device')} names one GPU; use device auto ({gpus})",
         ),
         (
             bool(odd),
-            f"the global batch size {odd[0] if odd else 0} does not divide by {n} replicas; use multiples of {n}",
+            f"the global batch size {odd[0] if odd else 0} does not divide by {n} {what}; use multiples of {n}",
         ),
         (
             short[0][0] > 0,
             f"{samples} samples at batch {short[0][0]} leave a last batch of {short[0][1]}, fewer than the {n} "
-            "replicas (one would get no sample); change the samples or the batch size",
+            f"{what} (one would get no sample); change the samples or the batch size",
         ),
     )
     return next((reason for bad, reason in conflicts if bad), None)
@@ -144,9 +154,38 @@ def _check_replicas(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
     n = p.get("replicas", 1)
     if not isinstance(n, int) or n <= 1 or "replicas" in errors:
         return
-    reason = _replicas_conflict(p)
+    reason = _replicas_conflict(p, n)
     if reason:
         errors["replicas"] = SpecError("replicas", f"{n} is not allowed here: {reason}")
+
+
+def _workers_conflict(p: dict[str, Any], n: int) -> str | None:
+    """Why the settings in `p` cannot train each run over `n` worker processes (None: they can)."""
+    replicas = p.get("replicas", 1)
+    conflicts = (
+        (
+            isinstance(replicas, int) and replicas > 1,
+            f"each worker trains one replica here (workers x replicas is not wired); use replicas 1 with workers, "
+            f"or workers 1 with replicas {replicas}",
+        ),
+        (
+            bool(p.get("parallel")),
+            "each run already takes its workers' processes, one run at a time; leave parallel empty",
+        ),
+        (bool(p.get("ray")), "the Ray launcher does not place a run's workers yet; leave ray empty"),
+    )
+    return next((reason for bad, reason in conflicts if bad), None) or _replicas_conflict(p, n, "workers")
+
+
+def _check_workers(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
+    """Several workers need what several replicas need (each worker is one replica), one replica per worker and
+    one run at a time on this machine's processes."""
+    n = p.get("workers", 1)
+    if not isinstance(n, int) or n <= 1 or "workers" in errors:
+        return
+    reason = _workers_conflict(p, n)
+    if reason:
+        errors["workers"] = SpecError("workers", f"{n} is not allowed here: {reason}")
 
 
 def _check_accumulate(p: dict[str, Any], errors: dict[str, SpecError]) -> None:
@@ -289,8 +328,20 @@ GROUP = SettingsGroup(
             "--replicas",
             placeholder="1: one device",
         ),
+        Setting(
+            "workers",
+            "int",
+            parse_workers,
+            "data-parallel worker processes per run (tf.distribute MultiWorkerMirroredStrategy, one replica each, "
+            "configured by TF_CONFIG): here, W processes on this machine; batch sizes are global, each worker "
+            "trains batch / W (docs/scaling.md)",
+            "Workers (processes)",
+            "--workers",
+            placeholder="1: one process",
+        ),
     ),  # fmt: skip
-    checks=(_check_accumulate, _check_execution, _check_replicas),
+    checks=(_check_accumulate, _check_execution, _check_replicas, _check_workers),
+    hooks=(HookFactory("workers", "batchlab.core.training.workers:worker_hook_for", 500),),
     add_arguments=_add_arguments,
     read_arguments=_read_arguments,
 )

@@ -30,6 +30,7 @@ from batchlab.core.events import RUN_ENDED, RUN_STARTED, SWEEP_ENDED, SWEEP_STAR
 from batchlab.core.spec import KERAS_PREFIX, RunSpec, SweepSpec
 from batchlab.core.sweep.launcher import Launcher, RunHandle
 from batchlab.core.sweep.local_launcher import Entry, LocalLauncher, train_entry
+from batchlab.core.sweep.multiworker import MultiWorkerLauncher
 from batchlab.core.sweep.policies import ABORTED, AbortLosers, small_batches_first
 from batchlab.core.sweep.probe import _parent_environment
 from batchlab.core.sweep.processes import POLL_SECONDS, PUMP_WAIT_SECONDS, STOP_GRACE_SECONDS
@@ -57,7 +58,10 @@ def _short_gil_slices(seconds: float = DATA_READ_SWITCH_INTERVAL_S) -> Iterator[
 
 def make_launcher(spec: SweepSpec, log_dir: Path, *, entry: Entry = train_entry, **local: Any) -> Launcher:
     """The launcher the spec's placement asks for (core/settings/placement.py): a Ray cluster (`ray`), several
-    local runs at once (`parallel`), or one local child at a time; `local`: LocalLauncher's options."""
+    local runs at once (`parallel`), or one local child at a time; `local`: LocalLauncher's options. A run
+    of several worker processes (`workers` > 1, core/sweep/multiworker.py) starts its workers on this machine."""
+    if getattr(spec, "workers", 1) > 1:
+        return MultiWorkerLauncher(spec, log_dir, entry=entry, **local)
     if getattr(spec, "ray", ""):
         raise SpecError("ray", f"{spec.ray} is not available yet: Ray sweeps are being built; leave ray empty")
     if getattr(spec, "parallel", ""):

@@ -7,6 +7,8 @@ them without loading TensorFlow.
 - BATCHLAB_TEST_FAIL_RUN=N: run N fails (status "error") after run_started, before its first step, in a
   child that stays alive (tests/core/test_reused_children.py: what follows a failed run).
 - BATCHLAB_TEST_FAIL_PREPARE=N: preparing run N ahead fails (tests/core/test_prepare_ahead.py).
+- BATCHLAB_TEST_WORKER_EXIT=R:W:K: worker W of multi-worker run R exits at once (code WORKER_EXIT_CODE, no
+  run_ended) after its step K, as a worker lost mid-run would (tests/core/test_multiworker.py).
 - BATCHLAB_TEST_INPUT_DELAY_S=S: every batch is held up S seconds in the input pipeline (a sequential
   tf.data map that sleeps), a pipeline that really starves the step (tests/core/test_training.py).
 """
@@ -18,6 +20,8 @@ import os
 FAIL_RUN_ENV = "BATCHLAB_TEST_FAIL_RUN"
 FAIL_PREPARE_ENV = "BATCHLAB_TEST_FAIL_PREPARE"
 INPUT_DELAY_ENV = "BATCHLAB_TEST_INPUT_DELAY_S"
+WORKER_EXIT_ENV = "BATCHLAB_TEST_WORKER_EXIT"
+WORKER_EXIT_CODE = 3
 
 
 def fail_if_injected(name: str, run_index: int) -> None:
@@ -33,3 +37,12 @@ def input_delay() -> float:
         return max(0.0, float(os.environ.get(INPUT_DELAY_ENV, "0") or 0))
     except ValueError:
         return 0.0
+
+
+def worker_exit_step(run_index: int, worker: int) -> int | None:
+    """The step after which worker `worker` of multi-worker run `run_index` exits (WORKER_EXIT_ENV "R:W:K");
+    None if not."""
+    parts = [p.strip() for p in os.environ.get(WORKER_EXIT_ENV, "").split(":")]
+    if len(parts) != 3 or parts[:2] != [str(run_index), str(worker)] or not parts[2].isdigit():
+        return None
+    return int(parts[2])

@@ -1,5 +1,6 @@
-"""Data-parallel runs: one global batch split over `replicas` devices with tf.distribute.MirroredStrategy.
-Training child only (imports TensorFlow); the setting is `replicas` (core/settings/execution.py, docs/scaling.md).
+"""Data-parallel runs: one global batch split over `replicas` devices with tf.distribute.MirroredStrategy, or over
+`workers` processes (one replica each) with MultiWorkerMirroredStrategy. Training child only (imports TensorFlow);
+the settings are `replicas` and `workers` (core/settings/execution.py, docs/scaling.md).
 
 - Devices: on GPUs the first `replicas` visible GPUs; on a CPU, `replicas` logical CPU devices made from the
   one physical CPU before TensorFlow's runtime starts (configure_devices, called with the thread pools in
@@ -18,18 +19,33 @@ Training child only (imports TensorFlow); the setting is `replicas` (core/settin
   makes the update the global batch's mean gradient: Keras alone would average the replicas' share means.
 - What is recorded per step is the global batch's: the loss is its mean (regularisation added once), every
   other metric the replicas' values weighted by their shares (exact for means such as accuracy).
+- Several workers (core/training/workers.py starts each, core/sweep/multiworker.py the run's processes): each
+  worker process joins the cluster its TF_CONFIG describes (start_multi_worker, before TensorFlow's runtime
+  starts) and then trains exactly as above: every worker makes the same global batch from the same seed and
+  takes its own share (replica i = worker i), the gradients are summed across the processes by collective
+  all-reduce, each with a timeout (COLLECTIVE_TIMEOUT_S), so a worker lost on another host cannot hang the
+  others forever. Validation goes through the same split (evaluate): Keras 3.15's `model.evaluate` fails under
+  MultiWorkerMirroredStrategy ("Attempt to convert a value (PerReplica...)", measured with TF 2.21).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
+from itertools import pairwise
 from typing import Any
 
 import tensorflow as tf
 from batchlab.core.errors import SpecError
 
 MIRRORED = "MirroredStrategy"
+MULTI_WORKER = "MultiWorkerMirroredStrategy"
+# Seconds one collective (a step's all-reduce) may wait for the other workers before it fails the run with
+# DeadlineExceeded: a worker lost where the launcher cannot see it (another host) ends the run instead of hanging
+# it. Generous: a step of the slowest worker, or its first trace, must fit. TensorFlow runs each timed collective
+# in a thread of its own (tens of microseconds a collective, its docs say).
+COLLECTIVE_TIMEOUT_S = 600.0
+_JOINED: dict[str, Any] = {}  # the cluster this process joined (start_multi_worker): its strategy and join time
 ONE_DEVICE = "none"  # the run file's `strategy` of a run on one device (no tf.distribute strategy)
 HOST = "/cpu:0"  # where tf.data leaves a batch
 
@@ -55,8 +71,29 @@ def configure_devices(device: str, replicas: int) -> None:
             ) from None
 
 
+def start_multi_worker(timeout_s: float = COLLECTIVE_TIMEOUT_S) -> Any:
+    """Join the cluster that TF_CONFIG describes: MultiWorkerMirroredStrategy, made before TensorFlow's runtime
+    starts (it configures the collectives and starts this worker's server), its collectives timed out after
+    `timeout_s`. Waits until every worker has joined. The run's strategy from now on (make_strategy)."""
+    import time
+
+    t0 = time.perf_counter()
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout_s)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    _JOINED.update(strategy=strategy, join_s=time.perf_counter() - t0)
+    return strategy
+
+
+def joined_strategy() -> Any:
+    """The multi-worker strategy this process joined (start_multi_worker), or None."""
+    return _JOINED.get("strategy")
+
+
 def make_strategy(replicas: int) -> Any:
-    """MirroredStrategy over the first `replicas` GPUs, else as many logical CPUs; None for one replica."""
+    """The multi-worker strategy if this process joined one; else MirroredStrategy over the first `replicas`
+    GPUs, or as many logical CPUs; None for one replica."""
+    if joined_strategy() is not None:
+        return joined_strategy()
     if replicas <= 1:
         return None
     gpus = tf.config.list_logical_devices("GPU")
@@ -79,10 +116,17 @@ def build_variables(model: Any, strategy: Any, x: Any, y: Any) -> None:
 def replicated_step(model: Any, strategy: Any) -> Callable:
     """One step of the global batch (x, y) split over the strategy's replicas, returning the global batch's
     loss and metrics (each replica's value weighted by its share of the samples)."""
+    return _split_call(model, strategy, "train_step")
+
+
+def _split_call(model: Any, strategy: Any, method: str) -> Callable:
+    """(x, y) -> the global batch's loss and metrics, each replica running `model.<method>` (train_step or
+    test_step) on its contiguous share."""
     replicas = strategy.num_replicas_in_sync
 
     def share(xs, ys, n):
-        # MirroredStrategy traces this once per replica: its id is a constant, so it picks its own share
+        # the strategy traces this once per local replica: its id (global under MultiWorkerMirroredStrategy:
+        # worker k's replica is k) is a constant, so it picks its own share
         i = int(tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group))
         x, y = xs[i], ys[i]
         count = tf.shape(x)[0]
@@ -91,7 +135,7 @@ def replicated_step(model: Any, strategy: Any) -> Callable:
         # unequal shares (an epoch's last batch) equally; this sample weight (1 for equal shares) makes the
         # update the mean gradient over the global batch, as on one device.
         sample_weight = tf.fill([count], weight * replicas / tf.cast(n, tf.float32))
-        logs = model.train_step((x, y, sample_weight))
+        logs = getattr(model, method)((x, y, sample_weight))
         for metric in model.metrics:
             metric.reset_state()
         # the loss: replicas x this share's part of the global mean (reduced below by / replicas); the
@@ -115,21 +159,64 @@ def replicated_step(model: Any, strategy: Any) -> Callable:
     return step
 
 
+_EVAL_STEP: dict[int, tuple[Any, Callable]] = {}  # id(model) -> (model, its compiled split test step)
+
+
+def evaluate(model: Any, x: Any, y: Any, batch_size: int) -> dict[str, float]:
+    """The validation logs (loss and every compiled metric) of `model` on (x, y) at `batch_size`: Keras's own
+    evaluate, except in a worker of a multi-worker run, where every worker runs the same batches through the
+    split test step (each its share; the figures are the means over all samples, weighted by the batches'
+    sizes, as evaluate's loss and mean metrics are). A last batch smaller than the replicas joins the one before."""
+    strategy = joined_strategy()
+    if strategy is None:
+        return model.evaluate(x, y, batch_size=batch_size, verbose=0, return_dict=True)
+    n, replicas = int(x.shape[0]), strategy.num_replicas_in_sync
+    if n < replicas:
+        raise SpecError("workers", f"{n} validation samples cannot be split over {replicas} workers; use more")
+    bounds = [*range(0, n, batch_size), n]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] < replicas:
+        del bounds[-2]
+    cached = _EVAL_STEP.get(id(model))
+    if cached is None or cached[0] is not model:
+        cached = _EVAL_STEP[id(model)] = (
+            model,
+            tf.function(_split_call(model, strategy, "test_step"), reduce_retracing=True),
+        )
+    totals: dict[str, float] = {}
+    for a, b in pairwise(bounds):
+        for k, v in cached[1](x[a:b], y[a:b]).items():
+            totals[k] = totals.get(k, 0.0) + float(v) * (b - a)
+    return {k: v / n for k, v in totals.items()}
+
+
 def check_batches(samples: int, batch_size: int, replicas: int) -> None:
     """Refuse an epoch whose last, smaller batch leaves a replica without a sample (its loss would be 0/0)."""
     last = samples % batch_size
+    what = "workers" if joined_strategy() is not None else "replicas"
     if 0 < last < replicas:
         raise SpecError(
-            "replicas",
+            what,
             f"{samples} samples at batch {batch_size} leave a last batch of {last}, fewer than the {replicas} "
-            "replicas; change the samples or the batch size",
+            f"{what}; change the samples or the batch size",
         )
 
 
 def replication_fields(replicas: int, batch_size: int) -> dict[str, Any]:
-    """run_started fields: the strategy, the replicas and each replica's share of the global batch (samples)."""
+    """run_started fields: the strategy, the worker processes, the replicas in all and each replica's share of
+    the global batch (samples); for a worker of a multi-worker run also the seconds it waited to join."""
+    strategy = joined_strategy()
+    if strategy is not None:
+        total = int(strategy.num_replicas_in_sync)
+        return {
+            "strategy": MULTI_WORKER,
+            "workers": total // max(1, len(strategy.extended.worker_devices)),
+            "replicas": total,
+            "per_replica_batch": int(batch_size) // total,
+            "cluster_join_s": float(_JOINED.get("join_s", float("nan"))),
+        }
     return {
         "strategy": MIRRORED if replicas > 1 else ONE_DEVICE,
+        "workers": 1,
         "replicas": int(replicas),
         "per_replica_batch": int(batch_size) // max(1, int(replicas)),
     }

@@ -44,6 +44,7 @@ from batchlab.core.training.noise_scale import NoiseScaleProbe
 from batchlab.core.training.replication import (
     build_variables,
     check_batches,
+    evaluate,
     make_strategy,
     replicated_step,
     scope,
@@ -87,7 +88,7 @@ def validate(model, x_val, y_val, batch_size: int) -> dict[str, Any]:
     """val_loss, val_accuracy (NaN without), val_time (s) and `metrics` (val_NAME for every compiled
     metric), as fit's validation pass computes them."""
     t0 = time.perf_counter()
-    logs = model.evaluate(x_val, y_val, batch_size=batch_size, verbose=0, return_dict=True)
+    logs = evaluate(model, x_val, y_val, batch_size)  # model.evaluate, or split over a multi-worker run's workers
     elapsed = time.perf_counter() - t0
     model.reset_metrics()  # evaluate leaves its totals in the trackers the train step reads
     return {
@@ -153,13 +154,13 @@ def prepare_run(run: RunSpec, emit: Emit, data=None) -> RunSetup:
     learning_rate = schedule.learning_rate if schedule is not None else None
     strategy = make_strategy(spec.replicas)
     if strategy is not None:
-        check_batches(data.x_train.shape[0], run.batch_size, spec.replicas)
+        check_batches(data.x_train.shape[0], run.batch_size, strategy.num_replicas_in_sync)
     with scope(strategy):
         built = build_model(run, data, learning_rate)
     xla_choice = apply_xla(built.model, spec, total_steps, run.batch_size)
     if strategy is not None:
         built.model.jit_compile = False
-        xla_choice = f"off: the step is not compiled with XLA across {spec.replicas} replicas"
+        xla_choice = f"off: the step is not compiled with XLA across {strategy.num_replicas_in_sync} replicas"
         build_variables(built.model, strategy, built.x_train[: run.batch_size], built.y_train[: run.batch_size])
     for note in built.notes:
         emit(log_event("info", note, run=run.index))
