@@ -21,6 +21,7 @@ from batchlab.core.sweep.progress import SweepProgress, format_duration
 from batchlab.gui import refresh as refresh_policy
 from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
+from batchlab.gui.figure_worker import FigureWorker
 from batchlab.gui.files import RecentFiles, RunFileFollower
 from batchlab.gui.max_batch import MaxBatchDialog, with_largest_batch
 from batchlab.gui.plot_style import BatchColours, configure_pyqtgraph, set_plot_colours
@@ -95,6 +96,12 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.compare_follower = RunFileFollower(self)
         self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
         self._make_readers()
+        # The Summary's, explanation's and Analysis tab's figures of a file are computed in a worker thread
+        # (gui/figure_worker.py); a live sweep's on the GUI thread, since the sweep changes its data meanwhile.
+        self.figure_worker = FigureWorker(self)
+        for view in (self.summary, self.explanation, self.analysis):
+            view.worker = self.figure_worker
+            view.offload = lambda: self.read_in_thread and not self.running
         self.live.on_shown = self._draw_live_in_slices
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
@@ -454,6 +461,7 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.refresher.stop()
         for reader in self.readers.values():
             reader.shutdown()
+        self.figure_worker.shutdown()
         self.follower.stop()
         self.compare_follower.stop()
         self.save_settings()
