@@ -103,6 +103,7 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
             view.worker = self.figure_worker
             view.offload = lambda: self.read_in_thread and not self.running
         self.live.on_shown = self._draw_live_in_slices
+        self.live.draw_in_slices = lambda: self.read_in_thread and self._draw_live_in_slices()
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
