@@ -104,6 +104,8 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
             view.offload = lambda: self.read_in_thread and not self.running
         self.live.on_shown = self._draw_live_in_slices
         self.live.draw_in_slices = lambda: self.read_in_thread and self._draw_live_in_slices()
+        self._ran: SweepData | None = None  # the sweep this window ran last (its data, live then kept)
+        self.live.ran_here = lambda data: data is self._ran
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
@@ -182,7 +184,7 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         Path(out).parent.mkdir(exist_ok=True)
         self.readers["main"].cancel()  # a file still being read must not replace the sweep when read
         self.follower.stop()
-        self.data = SweepData(label=Path(out).name, path=out)
+        self.data = self._ran = SweepData(label=Path(out).name, path=out)
         self.progress = SweepProgress(spec)
         self._sweep_t0 = time.monotonic()
         self._show_sweep(self.data, "main")
@@ -365,10 +367,14 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self._update_actions()
 
     def _draw_live_in_slices(self) -> bool:
-        """The Live tab is shown again: while no data arrives, what it missed (the rest of a 500-run file's
-        runs, a selection) is drawn by the refresher's last frame, a slice of runs per tick; True if so."""
-        if self.refresher.active or not self.live.has_pending():
+        """The Live tab is shown again (or restyled: a selection): what it missed (the rest of a 500-run file's
+        runs, a selection) is drawn by the refresher's ticks, a plot (and a slice of runs) per tick: by a last
+        frame while no data arrives, else by the frame in progress; True if so."""
+        if not self.live.has_pending():
             return False
+        if self.refresher.active:  # a frame is being drawn: every plot is due in it again, one per tick
+            self.refresher.draw_again()
+            return True
         self.refresher.start()
         self.refresher.drain()
         return True

@@ -390,6 +390,13 @@ class Refresher(QObject):
             self._drain_table = True
             self._schedule(self.policy.tick_s)  # not at the next frame: the last one starts now
 
+    def draw_again(self) -> None:
+        """While ticking: every plot is due again in this frame (a tab shown or a selection made mid-frame), drawn a
+        plot per tick from the next one, not all at once by the caller."""
+        if self.active:
+            self._due = list(self._plots.plot_ids)
+            self._schedule(self.policy.tick_s)
+
     @property
     def live(self) -> bool:
         """True while data arrives: the timer runs and no drain has begun (plots keep sticky ranges)."""
