@@ -167,6 +167,7 @@ class RunChangeView(QWidget):
         self.worker = None  # a FigureWorker: set by the window
         self.offload: Callable[[], bool] = lambda: False  # True where the worker may compute (the window's rule)
         self.shown = False  # between showEvent and hideEvent (read by the worker's thread: a plain attribute)
+        self.drawing = False  # the worker's figures are being drawn, a part per turn of the event loop
 
     def data_version(self) -> object:
         raise NotImplementedError
@@ -242,12 +243,15 @@ class RunChangeView(QWidget):
             self._draw_stepwise(version, self.draw_steps(figures))
 
     def _draw_stepwise(self, version: object, steps: list[Callable[[], None]]) -> None:
-        """One part now, the next in the next turn of the event loop, while `version` is still what is drawn."""
+        """One part now, the next in the next turn of the event loop, while `version` is still what is drawn
+        (`drawing` is True until the last part is drawn or the parts are dropped)."""
+        if self._drawn_version != version:
+            self.drawing = False  # newer data or looks were drawn meanwhile: these parts are stale
+            return
         steps.pop(0)()
-        if steps and self._drawn_version == version:
-            QTimer.singleShot(
-                0, self, lambda: self._draw_stepwise(version, steps) if self._drawn_version == version else None
-            )
+        self.drawing = bool(steps)
+        if steps:
+            QTimer.singleShot(0, self, lambda: self._draw_stepwise(version, steps))
 
     def compute_failed(self, version: object, message: str) -> None:
         """The worker could not compute `version`'s figures: computed here instead (its error, if any, raised

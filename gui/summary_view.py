@@ -172,6 +172,7 @@ class SummaryView(RunChangeView):
         for metric, widget in self.plots.items():
             remove_items(widget.getPlotItem(), self._items[metric])
             sync_legend(widget.getPlotItem())
+            widget.getPlotItem().setTitle(f"{METRICS[metric][0]} (computing…)")
         self.marks = []
         runs = sum(len(d.runs) for d in self.sources.values())
         self.time_bars.show_computing(f"Computing the summary of {runs:,} runs…")
@@ -193,6 +194,8 @@ class SummaryView(RunChangeView):
     def _draw_plot(self, metric: str, figures: dict[str, SourceFigures]) -> None:
         plot = self.plots[metric].getPlotItem()
         remove_items(plot, self._items[metric])
+        if plot.titleLabel.text != METRICS[metric][0]:  # (set only when changed: a new title re-lays out the plot)
+            plot.setTitle(METRICS[metric][0])
         self.marks = [m for m in self.marks if m[0] != metric]
         for source, figs in figures.items():
             self._draw_metric(plot, metric, source, figs, several=len(figures) > 1)

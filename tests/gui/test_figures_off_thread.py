@@ -30,7 +30,7 @@ def _threaded_open(w, path: str) -> None:
 
 def _settled(w) -> bool:
     views = (w.summary, w.explanation, w.analysis)
-    return all(v.computing is None for v in views) and not w.refresher.active
+    return all(v.computing is None and not v.drawing for v in views) and not w.refresher.active
 
 
 def _held_summary(monkeypatch) -> tuple[threading.Event, list]:
@@ -85,11 +85,13 @@ def test_the_summary_says_it_computes_and_shows_no_figures_of_the_last_file_mean
     assert w.summary.computing is not None
     assert w.summary.point_count("final_loss") == 0  # never the first file's points under the second's name
     assert "Computing the summary of 6 runs" in w.summary.time_bars.legend.text()
+    assert w.summary.plots["final_loss"].getPlotItem().titleLabel.text == "Final loss (computing…)"
     assert w.explanation.text.toPlainText() in (COMPUTING, *[f"- {p}" for p in w.explanation.paragraphs])
     go.set()
     wait_until(lambda: _settled(w), WAIT_S)
     assert w.summary.point_count("final_loss") == 6
     assert "Computing" not in w.summary.time_bars.legend.text()
+    assert w.summary.plots["final_loss"].getPlotItem().titleLabel.text == "Final loss"
 
 
 def test_a_result_computed_for_a_file_no_longer_shown_is_dropped(main_window, tmp_path, monkeypatch):
