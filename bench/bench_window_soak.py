@@ -216,8 +216,17 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
                 app.processEvents()
                 time.sleep(0.002)
             timed.append((f"{name}: read and shown", 1000 * (time.perf_counter() - t)))
+        views = (window.summary, window.explanation, window.analysis)
+        if any(figures_pending(v) for v in views):  # figures computed in the worker thread, drawn when back
+            while any(figures_pending(v) for v in views):
+                app.processEvents()
+                time.sleep(0.002)
+            timed.append((f"{name}: figures computed and drawn", 1000 * (time.perf_counter() - t)))
         settle(after_s)
         stalls.append((name, 1000 * max(gaps[first:], default=0.0) - 10, 1000 * max(cpu_gaps[first:], default=0.0)))
+
+    def figures_pending(view) -> bool:
+        return getattr(view, "computing", None) is not None or getattr(view, "drawing", False)
 
     def settle(seconds: float) -> None:
         end = time.perf_counter() + seconds
