@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
 from batchlab.core.analysis.analyse import Analysis, analyse
 from batchlab.core.analysis.loss_level import LossLevel, describe_level, loss_level_rows
-from batchlab.core.analysis.noise_scale import noise_scale_series
+from batchlab.core.analysis.noise_scale import NoiseScaleSeries, noise_scale_series
 from batchlab.core.analysis.regimes import DIMINISHING, PERFECT, PLATEAU
+from batchlab.core.model import SweepData
 from batchlab.gui.plot_axes import Axis, make_plot
 from batchlab.gui.plot_style import (
     LEFT_AXIS_PX,
@@ -97,6 +100,44 @@ def _level_table(level: LossLevel | None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class AnalysisFigures:
+    """What the Analysis tab shows of a sweep, computed without Qt (in the window's worker thread for a file)."""
+
+    analysis: Analysis
+    reached: list[tuple[int, float, float, float]]  # (batch, steps, examples, s) of each run the plots mark
+    noise: list[tuple[int, int, NoiseScaleSeries]]  # (batch, seed, B_simple over training) of runs that measured it
+    runs: int
+
+
+def analysis_figures(data: SweepData | None) -> AnalysisFigures | None:
+    """analyse(data) (the same as `batchlab report`) and the runs the plots mark; None without a sweep."""
+    if data is None:
+        return None
+    a = analyse(data, surface="window")
+    noise = [
+        (run.batch_size, run.seed, series)
+        for run in data.ordered_runs()
+        if (series := noise_scale_series(run.noise_scale.as_dict())) is not None
+    ]
+    return AnalysisFigures(a, _reached(data, a), noise, len(data.runs))
+
+
+def _reached(data: SweepData, a: Analysis) -> list[tuple[int, float, float, float]]:
+    """(batch, steps, examples, s) of each run that met the target; without a target, of each run that reached
+    the common loss level (loss_level.py), so the plots show the same comparison as the text."""
+    if a.target:
+        return [
+            (r.batch_size, r.figures.steps_to_target, r.figures.examples_to_target, r.figures.time_to_target)
+            for r in data.ordered_runs()
+            if r.status == "ok" and r.figures.target_reached == 1
+        ]
+    level = a.loss_level
+    if level is None or not math.isfinite(level.level):
+        return []
+    return [(r.batch_size, r.steps, r.examples, r.time) for r in level.runs if math.isfinite(r.time)]
+
+
 class AnalysisView(MainSweepView):
     """Three plots against batch size (log2 x axis, log10 y axis) over the noise-scale plot (shown when a run
     measured it) and the recommendation text."""
@@ -143,6 +184,7 @@ class AnalysisView(MainSweepView):
         layout.addWidget(self.text, 1, 1, 1, 2)
         self.grid = layout
         self.analysis: Analysis | None = None
+        self.figures: AnalysisFigures | None = None
         self._items: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}
         self._samples: dict[str, list[pg.GraphicsObject]] = {k: [] for k in PLOTS}  # legend entries only
         self.show_text([])
@@ -153,9 +195,22 @@ class AnalysisView(MainSweepView):
     def restyle(self) -> None:
         self.invalidate_when_shown()  # new colours (e.g. a sweep's batch sizes as it starts): hidden, when shown
 
-    def redraw(self) -> None:
-        """Re-analyse and redraw (MainSweepView calls it when a run started or ended, while the tab is shown)."""
-        self.analysis = analyse(self.data, surface="window") if self.data is not None else None
+    def figures_job(self) -> Callable[[], AnalysisFigures | None]:
+        """The analysis (MainSweepView asks when a run started or ended, while the tab is shown); Qt-free."""
+        data = self.data
+        return lambda: analysis_figures(data)
+
+    def show_computing(self) -> None:
+        """While the worker analyses: no plot or sentence of the last data, a line saying what is computed."""
+        self.analysis = None
+        self._clear()
+        self.plots["noise"].setVisible(False)
+        runs = len(self.data.runs) if self.data is not None else 0
+        self.text.setHtml(f"<p>Computing the analysis of {runs:,} runs…</p>")
+
+    def draw(self, figures: AnalysisFigures | None) -> None:
+        self.figures = figures
+        self.analysis = figures.analysis if figures is not None else None
         self._draw()
 
     # ------------------------------------------------------------ drawing
@@ -178,12 +233,12 @@ class AnalysisView(MainSweepView):
         a = self.analysis
         self.show_text(a.recommendation if a is not None else [], a.loss_level if a is not None else None)
         self._set_titles(a)
-        if a is None or self.data is None:
+        if a is None or self.figures is None:
             self.plots["noise"].setVisible(False)
             return
         for plot_id in ("steps", "examples"):
             self._draw_regimes(plot_id, a, legend=plot_id == "steps")
-        self._draw_runs(a)
+        self._draw_runs(a, self.figures.reached)
         self._draw_fit(a)
         self._draw_time(a)
         self._draw_noise_scale(a)
@@ -209,20 +264,6 @@ class AnalysisView(MainSweepView):
                 self.plots[plot_id].getPlotItem().legend.addItem(sample, span.regime)  # short: ~190 px plots at 1024
                 self._samples[plot_id].append(sample)
 
-    def _reached(self, a: Analysis) -> list[tuple[int, float, float, float]]:
-        """(batch, steps, examples, s) of each run that met the target; without a target, of each run that reached
-        the common loss level (loss_level.py), so the plots show the same comparison as the text."""
-        if a.target:
-            return [
-                (r.batch_size, r.figures.steps_to_target, r.figures.examples_to_target, r.figures.time_to_target)
-                for r in self.data.ordered_runs()
-                if r.status == "ok" and r.figures.target_reached == 1
-            ]
-        level = a.loss_level
-        if level is None or not math.isfinite(level.level):
-            return []
-        return [(r.batch_size, r.steps, r.examples, r.time) for r in level.runs if math.isfinite(r.time)]
-
     def _set_titles(self, a: Analysis | None) -> None:
         """The plots' titles: to the target, or without one to the common loss level the text compares at."""
         level = a.loss_level if a is not None and not a.target else None
@@ -231,9 +272,9 @@ class AnalysisView(MainSweepView):
                 title = title.replace("target", f"loss {level.level:.3g}")
             self.plots[plot_id].getPlotItem().setTitle(title)
 
-    def _draw_runs(self, a: Analysis) -> None:
+    def _draw_runs(self, a: Analysis, reached: list[tuple[int, float, float, float]]) -> None:
         spots = {"steps": [], "examples": [], "time": []}
-        for batch, steps, examples, seconds in self._reached(a):
+        for batch, steps, examples, seconds in reached:
             colour = self.colours.colour(batch)
             x = math.log2(batch)
             for plot_id, value in (("steps", steps), ("examples", examples), ("time", seconds)):
@@ -311,14 +352,11 @@ class AnalysisView(MainSweepView):
 
         The plot is shown only when a run measured it; the text then takes the rest of the row."""
         measured, last_step = False, 0.0
-        for run in self.data.ordered_runs():
-            series = noise_scale_series(run.noise_scale.as_dict())
-            if series is None:
-                continue
+        for batch_size, seed, series in self.figures.noise:
             measured = True
             last_step = max(last_step, float(series.steps.max()))
-            pen = run_pen(self.colours.colour(run.batch_size), compare=False, dimmed=False, highlighted=False)
-            name = f"batch {run.batch_size}" + (f", seed {run.seed}" if len(self.data.runs) > len(a.batches) else "")
+            pen = run_pen(self.colours.colour(batch_size), compare=False, dimmed=False, highlighted=False)
+            name = f"batch {batch_size}" + (f", seed {seed}" if self.figures.runs > len(a.batches) else "")
             item = pg.PlotDataItem(series.steps, _log10(series.b_simple), pen=pen, name=name, connect="finite")
             self._add("noise", item)
         fit = a.critical

@@ -16,7 +16,7 @@ from batchlab.core.figures import RunningEpoch
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.plot_style import PLOT_COLOURS, BatchColours, run_pen, sync_legend
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QPen
 
 SEGMENTS = (("compute", "compute_time"), ("input wait", "input_wait_time"), ("other", None))
 # The "other" part of an epoch: a grey with >= 3:1 contrast against both themes' plot backgrounds
@@ -264,7 +264,7 @@ def _rgb(c: QColor) -> tuple[float, float, float]:
 
 
 def _running_pen(colour: QColor, dimmed: bool = False):
-    pen = run_pen(colour, compare=False, dimmed=dimmed, highlighted=False)
+    pen = QPen(run_pen(colour, compare=False, dimmed=dimmed, highlighted=False))  # a copy: run_pen's are shared
     pen.setStyle(Qt.PenStyle.DashLine)
     return pen
 

@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from batchlab.core.figures import EvaluationPoints
 from batchlab.gui.plot_style import PLOT_COLOURS, run_pen, text_colour
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QPen
 
 # The x value of an evaluation for each loss-plot x axis (live_series.LOSS_X, and "wall_time" for loss vs time)
 EVAL_X = {"step": "steps", "examples": "examples", "wall_time": "wall_time"}
@@ -123,16 +123,16 @@ class EvalMarks:
         self.style_line(line, colour, dimmed=dimmed)
 
     def style_curve(self, curve: pg.PlotDataItem, colour: QColor, *, dimmed: bool, highlighted: bool) -> None:
-        pen = run_pen(colour, compare=curve.run_key[0] == "compare", dimmed=dimmed, highlighted=highlighted)
-        pen.setStyle(Qt.PenStyle.DotLine)
+        pen = QPen(run_pen(colour, compare=curve.run_key[0] == "compare", dimmed=dimmed, highlighted=highlighted))
+        pen.setStyle(Qt.PenStyle.DotLine)  # (a copy: run_pen's pens are shared)
         curve.setPen(pen)
         curve.setSymbolPen(run_pen(colour, compare=False, dimmed=dimmed, highlighted=highlighted))
         curve.setSymbolBrush(pg.mkBrush(PLOT_COLOURS["background"]))  # hollow: the step curve shows through
         curve.setZValue(12 if highlighted else 5)
 
     def style_line(self, line: pg.InfiniteLine, colour: QColor, *, dimmed: bool) -> None:
-        pen = run_pen(colour, compare=line.run_key[0] == "compare", dimmed=dimmed, highlighted=False)
-        pen.setStyle(Qt.PenStyle.DashLine)
+        pen = QPen(run_pen(colour, compare=line.run_key[0] == "compare", dimmed=dimmed, highlighted=False))
+        pen.setStyle(Qt.PenStyle.DashLine)  # (a copy: run_pen's pens are shared)
         line.setPen(pen)
         text = text_colour(colour)
         if dimmed:

@@ -44,7 +44,7 @@ class LiveCurves:
             )
             curve.run_key = (source, run.index)
             curve.pen_style = style
-            curve.many_points = many_points
+            curve.thin = many_points
             self.plots[plot_id].getPlotItem().addItem(curve)
             self._curves[key] = curve
             self._add_style_legend(series)
@@ -60,7 +60,7 @@ class LiveCurves:
         if key in self._batch_legend:
             return
         sample = self._batch_legend[key] = pg.PlotDataItem()
-        sample.run_key, sample.pen_style, sample.many_points = None, None, False
+        sample.run_key, sample.pen_style, sample.thin = None, None, False
         self._style_curve(sample, batch_size, compare=source == "compare")
         self.plots[plot_id].getPlotItem().legend.addItem(sample, f"batch {batch_size}{SOURCE_LABELS[source]}")
 
@@ -82,7 +82,10 @@ class LiveCurves:
         plot_id, _x, _y, _table, symbol, style = SERIES[series]
         many_points = symbol is None
         curve = pg.PlotDataItem(symbol=symbol, symbolSize=6, antialias=not many_points)
-        curve.run_key, curve.pen_style, curve.many_points = (source, -1), style, many_points
+        # A 1-pixel (cosmetic) pen: Qt strokes it, dashed or dotted too, on its fast path. A group holds every
+        # old run of its batch size (84 epoch lines across the plot at 500 runs): at 1.6 px its dots and dashes
+        # went through Qt's general stroker, 20-30 ms a group and 0.54 s for one loss-per-epoch plot's paint.
+        curve.run_key, curve.pen_style, curve.thin = (source, -1), style, True
         item = self.plots[plot_id].getPlotItem()
         item.addItem(curve)
         # runs one after another: x goes back at each, which clipping and auto-downsampling take for one run
@@ -138,18 +141,9 @@ class LiveCurves:
         self.restyle()
 
     def restyle(self) -> None:
-        for (source, index, _series), curve in self._curves.items():
-            run = self.sources.get(source).runs.get(index) if source in self.sources else None
-            if run is not None:
-                self._style_curve(curve, run.batch_size)
-        for (source, index, _plot), marker in self.running.markers.items():
-            run = self.sources[source].runs.get(index) if source in self.sources else None
-            if run is not None:
-                dimmed = bool(self.selection) and (source, index) not in self.selection
-                self.running.style(marker, run.batch_size, dimmed)
-        for (source, _series, batch_size), curve in self.finished.items.items():
-            if source in self.sources:
-                self._style_curve(curve, batch_size)
+        """New looks (a selection, colours): the legends now; each plot's curves and marks when it is next drawn
+        (`_restyle_plot` from update_plot: a plot per refresher tick, each repainting only its own curves, whose
+        cached pictures all go; all six at once took ~0.3 s of one paint at 500 runs)."""
         for (_plot, source, batch_size), sample in self._batch_legend.items():
             self._style_curve(sample, batch_size, compare=source == "compare")
         for series in self._style_named:
@@ -157,14 +151,41 @@ class LiveCurves:
         self.bars.restyle_legend()
         self.evals.restyle_legend()
         self.batch_marks.restyle_legend()
-        self._drawn = {k: v for k, v in self._drawn.items() if k[2] not in EVAL_PLOTS}  # marks restyled as drawn
+        if self._curves or self.finished.items or self.running.markers:  # (nothing drawn: nothing to restyle)
+            self.restyle_due = set(self.plot_ids)
+        # the runs with evaluation or batch-change marks draw them again (restyled as drawn); the other runs have none
+        marked = {k[:2] for k in (*self.evals.curves, *self.evals.lines, *self.batch_marks.items)}
+        self._drawn = {k: v for k, v in self._drawn.items() if k[2] not in EVAL_PLOTS or k[:2] not in marked}
         self._bars_drawn.clear()
         self.bars.forget()
         if self.live():
             # While data arrives the Refresher's next frame redraws the marks and bars, one plot per tick
             # (all at once, when a sweep starts and its batch sizes recolour everything, was a 50 ms stall).
             return
-        self.refresh()
+        self.take_snapshot()
+        if self.restyle_due and self.draw_in_slices is not None and self.isVisible() and self.draw_in_slices():
+            return  # the window's refresher draws it, a plot per tick
+        self.pacer.draw(self.plot_ids, self.update_plot)
+
+    def _restyle_plot(self, plot_id: str) -> bool:
+        """Give one plot's curves, groups and running-epoch markers the current looks; True if it was due. A curve
+        whose looks stay is not touched (_style_curve)."""
+        if plot_id not in self.restyle_due:
+            return False
+        self.restyle_due.discard(plot_id)
+        for (source, index, series), curve in self._curves.items():
+            run = self.sources.get(source).runs.get(index) if source in self.sources else None
+            if run is not None and SERIES[series][0] == plot_id:
+                self._style_curve(curve, run.batch_size)
+        for (source, index, marker_plot), marker in self.running.markers.items():
+            run = self.sources[source].runs.get(index) if source in self.sources else None
+            if run is not None and marker_plot == plot_id:
+                dimmed = bool(self.selection) and (source, index) not in self.selection
+                self.running.style(marker, run.batch_size, dimmed)
+        for (source, series, batch_size), curve in self.finished.items.items():
+            if source in self.sources and SERIES[series][0] == plot_id:
+                self._style_curve(curve, batch_size)
+        return True
 
     def _style_curve(self, curve: pg.PlotDataItem, batch_size: int, compare: bool | None = None) -> None:
         """A run's (or group's) pen; a legend sample (run_key None) is never dimmed."""
@@ -183,9 +204,14 @@ class LiveCurves:
             dimmed=dimmed,
             highlighted=highlighted,
             style=curve.pen_style,
-            thin=curve.many_points,
+            thin=curve.thin,
         )
-        curve.setPen(pen)
-        curve.setSymbolPen(pen)
-        curve.setSymbolBrush(run_brush(colour, dimmed=dimmed))
+        brush = run_brush(colour, dimmed=dimmed)
+        # One restyle, not three: setPen, setSymbolPen and setSymbolBrush each set the curve's and its symbols' data
+        # again (~1.5 ms a curve; a selection dims every curve). The options stay the item's for its next setData.
+        curve.opts.update(pen=pen, symbolPen=pen, symbolBrush=brush)
+        curve.curve.setPen(pen)
+        if curve.opts.get("symbol") is not None:
+            curve.scatter.setPen(pen, update=False)
+            curve.scatter.setBrush(brush)
         curve.setZValue(10 if highlighted else 0)

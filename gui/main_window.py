@@ -21,6 +21,7 @@ from batchlab.core.sweep.progress import SweepProgress, format_duration
 from batchlab.gui import refresh as refresh_policy
 from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
+from batchlab.gui.figure_worker import FigureWorker
 from batchlab.gui.files import RecentFiles, RunFileFollower
 from batchlab.gui.max_batch import MaxBatchDialog, with_largest_batch
 from batchlab.gui.plot_style import BatchColours, configure_pyqtgraph, set_plot_colours
@@ -95,7 +96,16 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.compare_follower = RunFileFollower(self)
         self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
         self._make_readers()
+        # The Summary's, explanation's and Analysis tab's figures of a file are computed in a worker thread
+        # (gui/figure_worker.py); a live sweep's on the GUI thread, since the sweep changes its data meanwhile.
+        self.figure_worker = FigureWorker(self)
+        for view in (self.summary, self.explanation, self.analysis):
+            view.worker = self.figure_worker
+            view.offload = lambda: self.read_in_thread and not self.running
         self.live.on_shown = self._draw_live_in_slices
+        self.live.draw_in_slices = lambda: self.read_in_thread and self._draw_live_in_slices()
+        self._ran: SweepData | None = None  # the sweep this window ran last (its data, live then kept)
+        self.live.ran_here = lambda data: data is self._ran
         self.probe = DeviceProbe(self)
         self.probe.probed.connect(self._on_environment)
         self.probe.probe_failed.connect(lambda m: self.log("warning", f"could not list devices: {m}"))
@@ -174,7 +184,7 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         Path(out).parent.mkdir(exist_ok=True)
         self.readers["main"].cancel()  # a file still being read must not replace the sweep when read
         self.follower.stop()
-        self.data = SweepData(label=Path(out).name, path=out)
+        self.data = self._ran = SweepData(label=Path(out).name, path=out)
         self.progress = SweepProgress(spec)
         self._sweep_t0 = time.monotonic()
         self._show_sweep(self.data, "main")
@@ -357,10 +367,14 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self._update_actions()
 
     def _draw_live_in_slices(self) -> bool:
-        """The Live tab is shown again: while no data arrives, what it missed (the rest of a 500-run file's
-        runs, a selection) is drawn by the refresher's last frame, a slice of runs per tick; True if so."""
-        if self.refresher.active or not self.live.has_pending():
+        """The Live tab is shown again (or restyled: a selection): what it missed (the rest of a 500-run file's
+        runs, a selection) is drawn by the refresher's ticks, a plot (and a slice of runs) per tick: by a last
+        frame while no data arrives, else by the frame in progress; True if so."""
+        if not self.live.has_pending():
             return False
+        if self.refresher.active:  # a frame is being drawn: every plot is due in it again, one per tick
+            self.refresher.draw_again()
+            return True
         self.refresher.start()
         self.refresher.drain()
         return True
@@ -454,6 +468,7 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.refresher.stop()
         for reader in self.readers.values():
             reader.shutdown()
+        self.figure_worker.shutdown()
         self.follower.stop()
         self.compare_follower.stop()
         self.save_settings()

@@ -151,18 +151,49 @@ class RunChangeView(QWidget):
     ends, and only while it is shown; a hidden one catches up when it is shown (no work mid-sweep for it).
 
     A subclass says what it draws from (`data_version`: changes when a run starts or ends, e.g. a sweep's
-    summary_version) and how it draws (`redraw`); `invalidate()` draws again now (new data, theme, selection).
+    summary_version) and how it draws: either `redraw()` alone, or split in two, `figures_job()` (a callable
+    that computes the figures from the data, Qt-free) and `draw(figures)` (the GUI side). A split view with a
+    `worker` (gui/figure_worker.py) computes its figures in the worker's thread when `offload()` says the
+    data is not being fed (a file, not a live sweep), showing `show_computing()` meanwhile, never the last
+    data's figures; `refresh(force=True)` always computes here, now (a full refresh, an export, tests).
+    `invalidate()` draws again now (new data, theme, selection: the figures are kept when their data is).
     """
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._drawn_version: object = None
+        self._figures: tuple[object, object] | None = None  # (data version, figures) last computed
+        self.computing: object = None  # the data version whose figures the worker computes (None: none)
+        self.worker = None  # a FigureWorker: set by the window
+        self.offload: Callable[[], bool] = lambda: False  # True where the worker may compute (the window's rule)
+        self.shown = False  # between showEvent and hideEvent (read by the worker's thread: a plain attribute)
+        self.drawing = False  # the worker's figures are being drawn, a part per turn of the event loop
 
     def data_version(self) -> object:
         raise NotImplementedError
 
-    def redraw(self) -> None:
+    def figures_job(self) -> Callable[[], object] | None:
+        """A callable computing the figures from the data as it is now (it may run in a worker thread, so it
+        holds the data, not the view); None for a view that computes while it draws (`redraw`)."""
+        return None
+
+    def draw(self, figures: object) -> None:
         raise NotImplementedError
+
+    def draw_steps(self, figures: object) -> list[Callable[[], None]]:
+        """draw(figures) as parts, each leaving the view whole for what it drew (the worker's figures are drawn a
+        part per turn of the event loop); one part by default."""
+        return [lambda: self.draw(figures)]
+
+    def show_computing(self) -> None:
+        """The figures are being computed in the worker: take down what was drawn from older data."""
+
+    def redraw(self) -> None:
+        """Compute and draw now, on this thread."""
+        job = self.figures_job()
+        version = self.data_version()
+        self._figures = (version, job())
+        self.draw(self._figures[1])
 
     def invalidate(self) -> None:
         """What is drawn is out of date: draw it again now."""
@@ -175,18 +206,75 @@ class RunChangeView(QWidget):
         self.refresh(force=False)
 
     def refresh(self, force: bool = True) -> None:
-        """Redraw if a run started or ended since the last draw; with force=False only while visible."""
+        """Redraw if a run started or ended since the last draw; with force=False only while visible, and (with
+        a worker) the figures of a file are computed in its thread and drawn when they come back."""
         if not force and not self.isVisible():
             return
         version = self.data_version()
         if version == self._drawn_version:
             return
-        self._drawn_version = version
-        self.redraw()
+        if self._figures is not None and self._figures[0] == version:  # the same data, other looks
+            self._drawn_version = version
+            self.draw(self._figures[1])
+            return
+        job = self.figures_job() if not force and self.worker is not None and self.offload() else None
+        if job is None:
+            self.computing = None
+            self._drawn_version = version
+            self.redraw()
+            return
+        if self.computing != version:
+            self.computing = version
+            self._drawn_version = None
+            self.show_computing()
+            self.worker.submit(self, version, job)
+
+    def computed(self, version: object, figures: object) -> None:
+        """The worker's figures for `version` (GUI thread): drawn if they are still the data's, else dropped."""
+        if version != self.computing:
+            return  # a newer request, or one computed here since
+        self.computing = None
+        if version != self.data_version():
+            self.refresh(force=False)  # the data changed meanwhile: ask for the figures of what it is now
+            return
+        self._figures = (version, figures)
+        if self.isVisible():
+            self._drawn_version = version
+            self._draw_stepwise(version, self.draw_steps(figures))
+
+    def _draw_stepwise(self, version: object, steps: list[Callable[[], None]]) -> None:
+        """One part now, the next in the next turn of the event loop, while `version` is still what is drawn
+        (`drawing` is True until the last part is drawn or the parts are dropped)."""
+        if self._drawn_version != version:
+            self.drawing = False  # newer data or looks were drawn meanwhile: these parts are stale
+            return
+        steps.pop(0)()
+        self.drawing = bool(steps)
+        if steps:
+            QTimer.singleShot(0, self, lambda: self._draw_stepwise(version, steps))
+
+    def compute_failed(self, version: object, message: str) -> None:
+        """The worker could not compute `version`'s figures: computed here instead (its error, if any, raised
+        on the GUI thread as before)."""
+        if version == self.computing:
+            self.computing = None
+            if version == self.data_version():
+                self.refresh(force=True)
+
+    def compute_skipped(self, version: object) -> None:
+        """The worker did not compute `version`'s figures (the view was hidden by then): asked again when shown."""
+        if version == self.computing:
+            self.computing = None
+            self.refresh(force=False)
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
-        self.refresh(force=True)
+        self.shown = True
+        self.refresh(force=False)
+
+    def hideEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().hideEvent(event)
+        self.shown = False
 
 
 class MainSweepView(RunChangeView):
@@ -305,6 +393,13 @@ class Refresher(QObject):
             self._due = list(self._plots.plot_ids)
             self._drain_table = True
             self._schedule(self.policy.tick_s)  # not at the next frame: the last one starts now
+
+    def draw_again(self) -> None:
+        """While ticking: every plot is due again in this frame (a tab shown or a selection made mid-frame), drawn a
+        plot per tick from the next one, not all at once by the caller."""
+        if self.active:
+            self._due = list(self._plots.plot_ids)
+            self._schedule(self.policy.tick_s)
 
     @property
     def live(self) -> bool:

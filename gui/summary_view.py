@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from batchlab.core.aggregate import aggregate_by_batch
+from batchlab.core.aggregate import Spread, aggregate_by_batch
+from batchlab.core.analysis.time_account import TimeAccount, sweep_accounts
 from batchlab.core.model import RunData, SweepData
 from batchlab.gui.plot_axes import make_plot
 from batchlab.gui.plot_style import (
@@ -67,6 +70,58 @@ def metric_value(run: RunData, metric: str) -> float:
     return peak / MIB if peak > 0 else math.nan
 
 
+@dataclass(frozen=True)
+class RunPoint:
+    """One ended run as the summary draws it: its status and its value per metric (NaN: none)."""
+
+    index: int
+    batch_size: int
+    status: str
+    message: str
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class SourceFigures:
+    """One sweep's summary figures: its ended runs, per metric the mean and min-max over seeds per batch size of the
+    ok runs (core/aggregate.py), the peak memory's sources and the runs' time accounts (core/analysis/time_account)."""
+
+    label: str
+    runs: list[RunPoint]
+    groups: dict[str, list[tuple[int, Spread]]]  # metric -> (batch size, spread of its ok runs' values)
+    memory_sources: set[str]
+    accounts: list[TimeAccount] = field(default_factory=list)
+
+
+def summary_figures(sources: dict[str, SweepData]) -> dict[str, SourceFigures]:
+    """Every number the Summary tab shows, from the sweeps alone (no Qt: the window computes it in a worker thread
+    for a file, on the GUI thread for a live sweep; the same function either way)."""
+    out = {}
+    for source, data in sources.items():
+        ended = [r for r in data.ordered_runs() if r.status not in ("pending", "running")]
+        runs = [
+            RunPoint(r.index, r.batch_size, r.status, r.message, {m: metric_value(r, m) for m in METRICS})
+            for r in ended
+        ]
+        groups = {}
+        for metric, figure in METRIC_FIGURES.items():
+            scale = MIB if metric == "peak_memory" else 1.0
+            rows = [
+                {"batch_size": r.batch_size, "seed": r.seed, "status": r.status, figure: getattr(r.figures, figure)}
+                for r in ended
+            ]
+            groups[metric] = [
+                (g["batch_size"], _scaled(g[figure], scale)) for g in aggregate_by_batch(rows, (figure,)) if g[figure].n
+            ]
+        memory = {r.figures.peak_memory_source for r in data.runs.values() if r.figures.peak_memory_source}
+        out[source] = SourceFigures(data.label, runs, groups, memory, sweep_accounts(data.ordered_runs()))
+    return out
+
+
+def _scaled(value: Spread, scale: float) -> Spread:
+    return Spread(value.mean / scale, value.low / scale, value.high / scale, value.n)
+
+
 class SummaryView(RunChangeView):
     """Four plots against batch size (log2 x axis); `refresh()` redraws when a run has ended."""
 
@@ -108,43 +163,64 @@ class SummaryView(RunChangeView):
     def data_version(self) -> object:
         return {s: d.summary_version for s, d in self.sources.items()}
 
-    def redraw(self) -> None:
-        """Every plot again from the sweeps' ended runs (RunChangeView calls it when a run started or ended)."""
-        self.marks = []
-        for metric, widget in self.plots.items():
-            plot = widget.getPlotItem()
-            remove_items(plot, self._items[metric])
-            for source, data in self.sources.items():
-                self._draw_metric(plot, metric, source, data)
-            self._widen_flat_range(plot, metric)
-            sync_legend(plot)
-        self._label_memory()
-        self.time_bars.draw(self.sources)
+    def figures_job(self) -> Callable[[], dict[str, SourceFigures]]:
+        sources = dict(self.sources)
+        return lambda: summary_figures(sources)
 
-    def _label_memory(self) -> None:
+    def show_computing(self) -> None:
+        """While the worker computes the figures: no plot shows the last data's, the time split says it computes."""
+        for metric, widget in self.plots.items():
+            remove_items(widget.getPlotItem(), self._items[metric])
+            sync_legend(widget.getPlotItem())
+            widget.getPlotItem().setTitle(f"{METRICS[metric][0]} (computing…)")
+        self.marks = []
+        runs = sum(len(d.runs) for d in self.sources.values())
+        self.time_bars.show_computing(f"Computing the summary of {runs:,} runs…")
+
+    def draw(self, figures: dict[str, SourceFigures]) -> None:
+        """Every plot again from the figures (RunChangeView calls it when a run started or ended, or the looks
+        changed: a selection, the colours)."""
+        for step in self.draw_steps(figures):
+            step()
+
+    def draw_steps(self, figures: dict[str, SourceFigures]) -> list[Callable[[], None]]:
+        """draw() in five parts, each whole (a plot, then the time split): the window draws a file's summary a part
+        per turn of the event loop (all at once was ~0.1 s of the GUI thread at 500 runs)."""
+        self.marks = []
+        steps: list[Callable[[], None]] = [lambda metric=m: self._draw_plot(metric, figures) for m in self.plots]
+        steps.append(lambda: self._draw_rest(figures))
+        return steps
+
+    def _draw_plot(self, metric: str, figures: dict[str, SourceFigures]) -> None:
+        plot = self.plots[metric].getPlotItem()
+        remove_items(plot, self._items[metric])
+        if plot.titleLabel.text != METRICS[metric][0]:  # (set only when changed: a new title re-lays out the plot)
+            plot.setTitle(METRICS[metric][0])
+        self.marks = [m for m in self.marks if m[0] != metric]
+        for source, figs in figures.items():
+            self._draw_metric(plot, metric, source, figs, several=len(figures) > 1)
+        self._widen_flat_range(plot, metric)
+        sync_legend(plot)
+
+    def _draw_rest(self, figures: dict[str, SourceFigures]) -> None:
+        self._label_memory(figures)
+        self.time_bars.draw_accounts([(s, a) for s, f in figures.items() for a in f.accounts])
+
+    def _label_memory(self, figures: dict[str, SourceFigures]) -> None:
         """Where every run's peak memory is host RSS (CPU runs), the axis says so: the whole process's RSS."""
-        sources = {
-            r.figures.peak_memory_source
-            for d in self.sources.values()
-            for r in d.runs.values()
-            if r.figures.peak_memory_source
-        }
+        sources = set().union(*(f.memory_sources for f in figures.values()))
         label = "process RSS peak" if sources == {"rss_peak_bytes"} else "memory"
         self.plots["peak_memory"].getPlotItem().setLabel("left", label, units="MiB")
 
     def _widen_flat_range(self, plot: pg.PlotItem, metric: str) -> None:
         """Give the y axis a span of at least MIN_RELATIVE_SPAN of its values (else one run gets no tick labels)."""
-        values = [
-            y
-            for item in self._items[metric]
-            if isinstance(item, pg.ScatterPlotItem)
-            for y in item.data["y"]
-            if math.isfinite(y)
-        ]
+        ys = [item.data["y"] for item in self._items[metric] if isinstance(item, pg.ScatterPlotItem)]
+        values = np.concatenate(ys) if ys else np.array([])
+        values = values[np.isfinite(values)]
         view = plot.getViewBox()
-        if not values:
+        if not len(values):
             return
-        lo, hi = min(values), max(values)
+        lo, hi = float(values.min()), float(values.max())
         if metric in FROM_ZERO:
             lo = min(lo, 0.0)
         span = max(hi - lo, MIN_RELATIVE_SPAN * max(abs(lo), abs(hi)), 1e-12)
@@ -154,31 +230,24 @@ class SummaryView(RunChangeView):
         else:
             view.enableAutoRange(axis=pg.ViewBox.YAxis)
 
-    def _draw_metric(self, plot: pg.PlotItem, metric: str, source: str, data: SweepData) -> None:
-        ended = [r for r in data.ordered_runs() if r.status not in ("pending", "running")]
-        if not ended:
+    def _draw_metric(self, plot: pg.PlotItem, metric: str, source: str, figs: SourceFigures, several: bool) -> None:
+        """One scatter of the ended runs (points share a pen and brush per look: cheap for 500 runs), a labelled
+        mark for each that did not end ok, the mean and band over seeds."""
+        if not figs.runs:
             return
         compare = source == "compare"
-        ok_values = defaultdict(list)
-        spots, failed = [], []
-        for run in ended:
-            value = metric_value(run, metric)
+        spots = _Spots()
+        failed = []
+        for run in figs.runs:
+            value = run.values[metric]
             key = (source, run.index)
             dimmed = bool(self.selection) and key not in self.selection
             colour = self.colours.colour(run.batch_size)
             x = math.log2(run.batch_size)
             if run.status == "ok" and math.isfinite(value):
-                ok_values[run.batch_size].append(value)
-                spots.append(
-                    {
-                        "pos": (x, value),
-                        "brush": run_brush(colour, dimmed=dimmed),
-                        "pen": run_pen(colour, compare=compare, dimmed=dimmed, highlighted=key in self.selection),
-                        "symbol": "o",
-                        "size": 11 if key in self.selection else 8,
-                        "data": key,
-                    }
-                )
+                selected = key in self.selection
+                pen = run_pen(colour, compare=compare, dimmed=dimmed, highlighted=selected)
+                spots.add(x, value, pen, run_brush(colour, dimmed=dimmed), "o", 11 if selected else 8, key)
             elif run.status in STATUS_MARKS:
                 failed.append((run, x, value, colour, dimmed))
         for run, x, value, colour, dimmed in failed:
@@ -193,41 +262,25 @@ class SummaryView(RunChangeView):
                 self.marks.append((metric, source, run.index, f"{label} (no value)"))
                 continue
             pen = run_pen(colour, compare=compare, dimmed=dimmed, highlighted=False)
-            spots.append(
-                {
-                    "pos": (x, y),
-                    "brush": run_brush(colour, dimmed=dimmed),
-                    "pen": pen,
-                    "symbol": symbol,
-                    "size": 14,
-                    "data": (source, run.index),
-                }
-            )
+            spots.add(x, y, pen, run_brush(colour, dimmed=dimmed), symbol, 14, (source, run.index))
             text = pg.TextItem(label, color=text_colour(pen.color()), anchor=(0.5, 1.3))
             text.setPos(x, y)
             text.setToolTip(run.message)
             self._add(plot, metric, text)
             self.marks.append((metric, source, run.index, label))
-        if ok_values:
-            self._draw_mean_and_band(plot, metric, source, data, ended)
-        scatter = pg.ScatterPlotItem(spots=spots, hoverable=True, tip=_tip)
+        if figs.groups[metric]:
+            self._draw_mean_and_band(plot, metric, source, figs, several)
+        scatter = pg.ScatterPlotItem(hoverable=True, tip=_tip)
+        spots.set_on(scatter)
         self._add(plot, metric, scatter)
 
-    def _draw_mean_and_band(self, plot: pg.PlotItem, metric: str, source: str, data: SweepData, ended) -> None:
+    def _draw_mean_and_band(self, plot: pg.PlotItem, metric: str, source: str, figs: SourceFigures, several: bool):
         """The mean over seeds per batch size as a grey line; where a batch size has several seeds, a band
         from their min to their max, and the legend says so ("mean, band = min-max over 3 seeds")."""
-        figure = METRIC_FIGURES[metric]
-        scale = MIB if metric == "peak_memory" else 1.0
-        rows = [
-            {"batch_size": r.batch_size, "seed": r.seed, "status": r.status, figure: getattr(r.figures, figure)}
-            for r in ended
-        ]
-        groups = [g for g in aggregate_by_batch(rows, (figure,)) if g[figure].n > 0]
-        if not groups:
-            return
-        x = np.log2([g["batch_size"] for g in groups])
-        mean, low, high = (np.array([getattr(g[figure], f) / scale for g in groups]) for f in ("mean", "low", "high"))
-        seeds = sorted({g[figure].n for g in groups})
+        groups = figs.groups[metric]
+        x = np.log2([b for b, _ in groups])
+        mean, low, high = (np.array([getattr(g, f) for _, g in groups]) for f in ("mean", "low", "high"))
+        seeds = sorted({g.n for _, g in groups})
         compare = source == "compare"
         style = pg.QtCore.Qt.PenStyle.DashLine if compare else None
         line_pen = pg.mkPen(PLOT_COLOURS["neutral"], width=1.2, style=style)
@@ -241,10 +294,10 @@ class SummaryView(RunChangeView):
             band.setZValue(-10)
             band.band = (x, low, high)
             self._add(plot, metric, band)
-        elif len(self.sources) > 1:
+        elif several:
             name = "mean over seeds"
-        if name and len(self.sources) > 1:  # two sweeps overlaid: the dashed line is the comparison
-            name = f"{data.label or source}: {name}"
+        if name and several:  # two sweeps overlaid: the dashed line is the comparison
+            name = f"{figs.label or source}: {name}"
         line = pg.PlotDataItem(x, mean, pen=line_pen, name=name)
         self._add(plot, metric, line)
 
@@ -269,3 +322,38 @@ def _band_brush(compare: bool) -> pg.QtGui.QBrush:
 
 def _tip(x: float, y: float, data) -> str:
     return f"batch {2.0**x:g}: {y:.4g}"
+
+
+class _Spots:
+    """A scatter's points as columns (one setData: pyqtgraph's per-spot dicts cost ~1 ms a point at 500 runs)."""
+
+    def __init__(self) -> None:
+        self.x: list[float] = []
+        self.y: list[float] = []
+        self.pen: list = []
+        self.brush: list = []
+        self.symbol: list[str] = []
+        self.size: list[float] = []
+        self.keys: list[tuple[str, int]] = []
+
+    def add(self, x: float, y: float, pen, brush, symbol: str, size: float, key: tuple[str, int]) -> None:
+        self.x.append(x)
+        self.y.append(y)
+        self.pen.append(pen)
+        self.brush.append(brush)
+        self.symbol.append(symbol)
+        self.size.append(size)
+        self.keys.append(key)
+
+    def set_on(self, scatter: pg.ScatterPlotItem) -> None:
+        data = np.empty(len(self.keys), dtype=object)
+        data[:] = self.keys
+        scatter.setData(
+            x=np.array(self.x, dtype=float),
+            y=np.array(self.y, dtype=float),
+            pen=self.pen,
+            brush=self.brush,
+            symbol=self.symbol,
+            size=self.size,
+            data=data,
+        )

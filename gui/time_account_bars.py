@@ -8,6 +8,7 @@ unaccounted rest. One colour per part, in the account's order, named in the lege
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pyqtgraph as pg
 from batchlab.core.analysis.time_account import PART_NAMES, PART_WORDS, TimeAccount, sweep_accounts
@@ -75,13 +76,26 @@ class TimeAccountBars:
         self.shown: list[str] = []  # the parts drawn, in the legend's order
 
     def draw(self, sources: dict[str, SweepData]) -> None:
+        self.draw_accounts([(s, a) for s, d in sources.items() for a in sweep_accounts(d.ordered_runs())])
+
+    def show_computing(self, text: str) -> None:
+        """No bars while the accounts are computed (never the last data's): the legend line says so."""
+        remove_items(self.plot_widget.getPlotItem(), self._items)
+        self._items, self.rows, self.shown = [], [], []
+        self.legend.setText(f"<b>{TITLE}</b>&nbsp; {text}")
+        self.legend.setVisible(True)
+        self.widget.fit_legend()
+
+    def draw_accounts(self, rows: list[tuple[str, TimeAccount]]) -> None:
+        """Draw these (source, account) rows, bottom to top (core.analysis.time_account.sweep_accounts')."""
         plot = self.plot_widget.getPlotItem()
         remove_items(plot, self._items)
         self._items = []
-        self.rows = [(s, a) for s, d in sources.items() for a in sweep_accounts(d.ordered_runs())]
+        self.rows = rows
         labels = []
+        repeats = Counter(a.batch_size for _, a in self.rows)  # another run of the same batch size: name the run
         for row, (source, account) in enumerate(self.rows):
-            name = f"batch {account.batch_size}" + (f" (run {account.run})" if _repeats(self.rows, account) else "")
+            name = f"batch {account.batch_size}" + (f" (run {account.run})" if repeats[account.batch_size] > 1 else "")
             labels.append((row, name if source == "main" else f"{name}, {source}"))
         left = [0.0] * len(self.rows)
         shown: list[str] = []
@@ -138,11 +152,6 @@ class TimeAccountBars:
 def _seconds(account: TimeAccount, part: str) -> float:
     value = account.unaccounted if part == "unaccounted" else account.parts[part]
     return value if math.isfinite(value) else 0.0
-
-
-def _repeats(rows: list[tuple[str, TimeAccount]], account: TimeAccount) -> bool:
-    """Whether another run of the sweep has the same batch size (seeds): then the bar names its run."""
-    return sum(a.batch_size == account.batch_size for _, a in rows) > 1
 
 
 class _Fitted(QWidget):

@@ -16,6 +16,7 @@ from batchlab.gui import refresh
 from batchlab.gui.refresh import DEFAULT_POLICY, Refresher, RefreshPolicy, next_tick_in
 from batchlab.gui.worker import SweepWorker
 from PySide6.QtCore import QSettings
+from PySide6.QtTest import QTest
 
 from tests.gui.conftest import TINY, wait_until
 from tests.gui.synthetic import sweep_events
@@ -584,7 +585,9 @@ def test_a_pulled_worker_wakes_the_gui_thread_only_for_structural_events_and_los
     while not worker.isFinished():
         assert time.monotonic() < deadline, (worker.isRunning(), len(worker._pending), sum(map(len, got)), len(script))
         worker.deliver()  # a frame
-        wait_until(lambda: True, timeout_s=1)
+        # then let the worker sink for a moment, as between two frames (wait_until(lambda: True) returned at
+        # once: the GUI thread spun on deliver() and its lock, which a loaded machine may let starve the worker)
+        QTest.qWait(5)
     qapp.processEvents()  # the wake-up the end of run() queued (the window also delivers on `finished`)
     flat = [e for batch in got for e in batch]
     assert all(batch for batch in got)  # never an empty list
