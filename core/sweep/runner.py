@@ -58,8 +58,10 @@ def _short_gil_slices(seconds: float = DATA_READ_SWITCH_INTERVAL_S) -> Iterator[
 def make_launcher(spec: SweepSpec, log_dir: Path, *, entry: Entry = train_entry, **local: Any) -> Launcher:
     """The launcher the spec's placement asks for (core/settings/placement.py): a Ray cluster (`ray`), several
     local runs at once (`parallel`), or one local child at a time; `local`: LocalLauncher's options."""
-    if getattr(spec, "ray", ""):
-        raise SpecError("ray", f"{spec.ray} is not available yet: Ray sweeps are being built; leave ray empty")
+    if getattr(spec, "ray", "") and entry is train_entry:  # range tests and other entries train here
+        from batchlab.core.sweep.ray_launcher import RayLauncher
+
+        return RayLauncher(spec, log_dir)
     if getattr(spec, "parallel", ""):
         raise SpecError("parallel", f"{spec.parallel} is not available yet; leave parallel empty")
     return LocalLauncher(spec, log_dir, entry=entry, **local)

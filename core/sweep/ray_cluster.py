@@ -1,0 +1,126 @@
+"""Connecting a sweep to a Ray cluster and sizing its runs there (the Ray launcher's side of Ray itself).
+
+Ray is an optional extra (`pip install 'batchlab[cluster]'`) and is imported only here, when a sweep asks for
+it: `--ray` without Ray installed is a one-line SpecError saying how to install it. TensorFlow-free.
+
+- `local` starts a Ray instance on this machine (no dashboard, a small object store, this machine's CPUs and
+  GPUs as Ray finds them) and shuts it down when the sweep ends; `auto` joins the cluster this machine
+  belongs to (`ray start --head` / `ray start --address`); `ray://host:port` connects as a Ray client.
+  A process already connected to Ray (a test session, a notebook after `ray.init`) keeps its connection.
+- Each run asks for one GPU (`replicas` GPUs for a data-parallel run) when the runs train on GPUs (device
+  gpu, or auto on a cluster that has GPUs), else `ray_cpus` CPUs; `slots` is how many such runs the
+  cluster's live nodes hold at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from batchlab.core.errors import SpecError
+from batchlab.core.settings.placement import RAY_AUTO, RAY_LOCAL
+from batchlab.core.spec import SweepSpec
+from batchlab.core.training.faults import TEST_ENV_PREFIX
+
+INSTALL_HINT = "pip install 'batchlab[cluster]'"
+LOCAL_OBJECT_STORE_BYTES = 256 << 20  # events are small: no need to reserve Ray's default 30% of memory
+RAY_LOG_LEVEL = logging.ERROR  # Ray's own INFO and WARNING lines stay off the CLI's output
+
+
+def import_ray(address: str) -> Any:
+    """The ray module; SpecError in one line (how to install it) when it is not installed."""
+    try:
+        import ray
+    except ImportError:
+        raise SpecError(
+            "ray",
+            f"{address} needs Ray, which is not installed here: {INSTALL_HINT} (or leave ray empty to train "
+            "on this machine)",
+        ) from None
+    return ray
+
+
+def connect(address: str) -> tuple[Any, bool]:
+    """Connect to the cluster `address` names (auto, local or ray://host:port); (ray, whether this call
+    started or connected it, so the sweep's end lets it go). SpecError in one line when it cannot."""
+    ray = import_ray(address)
+    if ray.is_initialized():
+        return ray, False
+    quiet = {"log_to_driver": False, "logging_level": RAY_LOG_LEVEL}
+    try:
+        if address == RAY_LOCAL:
+            ray.init(
+                address="local", include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet
+            )
+        else:
+            ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError, OSError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        hint = "start one with `ray start --head`, or use local" if address == RAY_AUTO else "check the address"
+        raise SpecError("ray", f"cannot connect to the Ray cluster {address} ({why}); {hint}") from None
+    return ray, True
+
+
+@dataclass(frozen=True)
+class RunResources:
+    """What each run asks Ray for, and how many such runs the cluster holds at once."""
+
+    cpus: float
+    gpus: int
+    slots: int
+    description: str  # e.g. "1 CPU per run, 2 at once on 1 node (2 CPUs, 0 GPUs)"
+
+    def options(self) -> dict[str, Any]:
+        """Ray task options: a GPU run gets a process of its own (max_calls=1), so its memory figures are its
+        own and the next run's GPU is whichever Ray assigns; a CPU run's worker is reused (TensorFlow stays
+        imported)."""
+        if self.gpus:
+            return {"num_gpus": self.gpus, "num_cpus": 0, "max_calls": 1}
+        return {"num_cpus": self.cpus}
+
+
+def _live_nodes(ray) -> list[dict[str, Any]]:
+    return [node for node in ray.nodes() if node.get("Alive")]
+
+
+def run_resources(ray, spec: SweepSpec) -> RunResources:
+    """One GPU per run (replicas GPUs for a data-parallel run) when the runs train on GPUs, else ray_cpus
+    CPUs; SpecError when no live node can hold one run."""
+    nodes = _live_nodes(ray)
+    total_gpus = sum(float(n["Resources"].get("GPU", 0)) for n in nodes)
+    total_cpus = sum(float(n["Resources"].get("CPU", 0)) for n in nodes)
+    on_gpu = spec.device.startswith("gpu") or (spec.device == "auto" and total_gpus > 0)
+    counts = f"{len(nodes)} node{'s' * (len(nodes) != 1)} ({total_cpus:g} CPUs, {total_gpus:g} GPUs)"
+    if on_gpu:
+        gpus = max(1, int(spec.replicas))
+        slots = sum(int(float(n["Resources"].get("GPU", 0)) // gpus) for n in nodes)
+        if slots == 0:
+            raise SpecError(
+                "device", f"{spec.device}: each run needs {gpus} GPU(s) on one node; the cluster has {counts}"
+            )
+        return RunResources(0.0, gpus, slots, f"{gpus} GPU per run, {slots} at once on {counts}")
+    cpus = float(spec.ray_cpus)
+    slots = sum(int(math.floor(float(n["Resources"].get("CPU", 0)) / cpus + 1e-9)) for n in nodes)
+    if slots == 0:
+        largest = max((float(n["Resources"].get("CPU", 0)) for n in nodes), default=0.0)
+        raise SpecError(
+            "ray_cpus", f"{cpus:g} CPUs per run is more than any node of the cluster has ({largest:g}); {counts}"
+        )
+    return RunResources(cpus, 0, slots, f"{cpus:g} CPU per run, {slots} at once on {counts}")
+
+
+def runtime_env(spec: SweepSpec) -> dict[str, Any]:
+    """The runs' Ray runtime environment: Ray reuses a worker process only for tasks of the same one, so a
+    worker whose TensorFlow was set up with other threads, replicas or device never gets this sweep's runs
+    (TensorFlow fixes them once per process). A test's faults (core/training/faults.py) travel with it."""
+    env = {key: value for key, value in os.environ.items() if key.startswith(TEST_ENV_PREFIX)}
+    env["BATCHLAB_RAY_SETUP"] = f"device={spec.device};threads={spec.tf_threads};replicas={spec.replicas}"
+    return {"env_vars": env}
+
+
+def cluster_description(ray, address: str, resources: RunResources) -> str:
+    """One line for the run file's environment: the Ray version, the address and what each run asks for."""
+    return f"Ray {ray.__version__} at {address}: {resources.description}"
