@@ -52,9 +52,7 @@ def connect(address: str) -> tuple[Any, bool]:
     quiet = {"log_to_driver": False, "logging_level": RAY_LOG_LEVEL}
     try:
         if address == RAY_LOCAL:
-            ray.init(
-                address="local", include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet
-            )
+            ray.init(address="local", include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
         else:
             ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError, OSError) as e:

@@ -19,6 +19,7 @@ and the sweep goes on.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -51,6 +52,8 @@ class RayRun:
         self.run, self.ref, self.kind, self.note = run, ref, RAY_KIND, ""
         self.placement: dict[str, Any] = {}  # where it trains (filled by the worker's first message)
         self.error: BaseException | None = None  # why its task failed, once it ended
+        self.submitted_at = time.monotonic()  # here, when its task was submitted
+        self.heard_at = math.nan  # here, when its worker's first message arrived (Ray's own overhead: the gap)
         self._launcher = launcher
         self._events: collections.deque[dict[str, Any]] = collections.deque()
         self._ready = threading.Condition()
@@ -107,6 +110,7 @@ class RayRun:
 
     def deliver(self, event: dict[str, Any]) -> None:
         if event.get("type") == RAY_HELLO:
+            self.heard_at = time.monotonic()
             self.placement = {k: v for k, v in event.items() if k.startswith("ray_")}
             return
         with self._ready:
@@ -134,6 +138,7 @@ class RayLauncher:
         self._mailbox: Any = None
         self._remote: dict[str, Any] = {}
         self._runs: dict[int, RayRun] = {}  # by run index, while their task may still send
+        self.submitted: list[RayRun] = []  # every run's handle, in the order submitted (tests, bench/bench_ray.py)
         self._probe_ref: Any = None
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -218,6 +223,7 @@ class RayLauncher:
         handle = RayRun(run, ref, self)
         with self._lock:
             self._runs[run.index] = handle
+            self.submitted.append(handle)
         return handle
 
     def started(self, handle: RayRun, next_run: RunSpec | None) -> None:

@@ -4,7 +4,8 @@ Each run's worker (core/training/ray_worker.py) puts its events here in batches,
 the same call whether the parent asked its run to stop; the parent's pump (core/sweep/ray_launcher.py) takes
 everything waiting in one call. One round trip carries events out and the stop flag in, so a run costs the
 cluster a call every RAY_FLUSH_SECONDS (core/training/ray_worker.py), however many steps it trains. An async
-actor: `take` waits for events without holding up the workers' `put`s. TensorFlow-free; Ray imports it by name in the actor's process.
+actor: `take` waits for events without holding up the workers' `put`s. TensorFlow-free; Ray imports it by
+name in the actor's process.
 """
 
 from __future__ import annotations
