@@ -110,13 +110,16 @@ def run_resources(ray, spec: SweepSpec) -> RunResources:
     return RunResources(cpus, 0, slots, f"{cpus:g} CPU per run, {slots} at once on {counts}")
 
 
-def runtime_env(spec: SweepSpec) -> dict[str, Any]:
-    """The runs' Ray runtime environment: Ray reuses a worker process only for tasks of the same one, so a
-    worker whose TensorFlow was set up with other threads, replicas or device never gets this sweep's runs
-    (TensorFlow fixes them once per process). A test's faults (core/training/faults.py) travel with it."""
+def runtime_env(spec: SweepSpec, shared: bool) -> dict[str, Any] | None:
+    """The runs' Ray runtime environment, or None (Ray's default workers, started with the instance). Ray gives a
+    job's tasks only workers of their runtime environment, so on a connection other sweeps of this process use
+    too (`shared`: a test session, a notebook) the runs get workers of their own settings: a worker whose
+    TensorFlow was set up with other threads, replicas or device (fixed once per process) never trains them.
+    A test's faults (core/training/faults.py) travel in it as well."""
     env = {key: value for key, value in os.environ.items() if key.startswith(TEST_ENV_PREFIX)}
-    env["BATCHLAB_RAY_SETUP"] = f"device={spec.device};threads={spec.tf_threads};replicas={spec.replicas}"
-    return {"env_vars": env}
+    if shared:
+        env["BATCHLAB_RAY_SETUP"] = f"device={spec.device};threads={spec.tf_threads};replicas={spec.replicas}"
+    return {"env_vars": env} if env else None
 
 
 def cluster_description(ray, address: str, resources: RunResources) -> str:

@@ -32,7 +32,7 @@ from batchlab.core.sweep import ray_cluster
 from batchlab.core.sweep.probe import PROBE_TIMEOUT_SECONDS, _probe_environment
 from batchlab.core.sweep.processes import POLL_SECONDS
 from batchlab.core.sweep.ray_mailbox import Mailbox
-from batchlab.core.training.ray_worker import RAY_HELLO, ray_probe, ray_train
+from batchlab.core.training.ray_worker import RAY_HELLO, ray_probe, ray_train, ray_warm
 
 TAKE_WAIT_SECONDS = 0.2  # the pump waits this long for events before it looks at the tasks again
 RAY_KIND = "ray"  # what a handle was (the run's own `child` field says fresh or reused worker)
@@ -140,6 +140,8 @@ class RayLauncher:
         self._runs: dict[int, RayRun] = {}  # by run index, while their task may still send
         self.submitted: list[RayRun] = []  # every run's handle, in the order submitted (tests, bench/bench_ray.py)
         self._probe_ref: Any = None
+        self._warming: list[Any] = []  # tasks getting other slots' workers ready during the probe
+        self._run_count = 0
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._pump: threading.Thread | None = None
@@ -148,6 +150,7 @@ class RayLauncher:
 
     def prepare(self, runs: list[RunSpec], should_stop: Callable[[], bool]) -> None:
         """Connect to the cluster and size the runs (SpecError in one line if Ray is missing or unreachable)."""
+        self._run_count = len(runs)
         self._connect()
 
     def _connect(self) -> None:
@@ -159,12 +162,14 @@ class RayLauncher:
             self.resources = ray_cluster.run_resources(ray, self.spec)
             self.slots = self.resources.slots
             # no retries: a run whose worker was lost is recorded crashed, never trained twice into one file
-            options = {
-                **self.resources.options(),
-                "runtime_env": ray_cluster.runtime_env(self.spec),
-                "max_retries": 0,
+            options = {**self.resources.options(), "max_retries": 0}
+            env = ray_cluster.runtime_env(self.spec, shared=not self._owns)
+            if env is not None:
+                options["runtime_env"] = env
+            self._remote = {
+                name: ray.remote(**options)(function)
+                for name, function in (("probe", ray_probe), ("warm", ray_warm), ("train", ray_train))
             }
-            self._remote = {"probe": ray.remote(**options)(ray_probe), "train": ray.remote(**options)(ray_train)}
             self._mailbox = ray.remote(num_cpus=0)(Mailbox).remote()
         except BaseException:
             self.close()
@@ -183,7 +188,11 @@ class RayLauncher:
         there); the environment of that worker, with the cluster described (None if stopped first)."""
         self._connect()
         ray = self._ray
-        self._probe_ref = ref = self._remote["probe"].remote(self.spec.to_dict())
+        self._probe_ref = ref = self._remote["probe"].remote(self.spec.to_dict(), time.time())
+        # While the probe imports TensorFlow in one worker, the workers of the other slots the runs will fill
+        # import it too (and load the data), so the second run does not wait for an import of its own.
+        warm = min(self.slots, self._run_count or self.slots) - 1
+        self._warming = [self._remote["warm"].remote(self.spec.to_dict(), time.time()) for _ in range(max(0, warm))]
         deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
         try:
             while not ray.wait([ref], timeout=POLL_SECONDS)[0]:
@@ -301,8 +310,10 @@ class RayLauncher:
             refs = [r.ref for r in self._runs.values() if r.is_alive()]
         if self._probe_ref is not None:
             refs.append(self._probe_ref)
+        refs += self._warming
         for ref in refs:
             self.cancel(ref, force=True)
+        self._warming = []
 
     def close(self) -> None:
         """Cancel the tasks still running, stop the pump, end the mailbox, and let go of the cluster if this

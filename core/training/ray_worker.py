@@ -7,6 +7,9 @@ TensorFlow is imported inside them only, once per worker process: Ray keeps a CP
 task of the same runtime environment, so a later run there pays no import ("reused") and keeps the data if
 its data are the same; a GPU run gets a process of its own (max_calls=1). A run's first message names the
 node it trains on (RAY_HELLO), which the parent records with the run (ray_node, ray_node_ip, ray_host).
+`ray_warm` gets the other slots' workers ready while the probe runs. A run's `child` says what its worker
+was: fresh (it paid the import), probe (the probe's worker), standby (readied during the probe) or reused
+(its worker trained an earlier run of the sweep).
 """
 
 from __future__ import annotations
@@ -33,14 +36,14 @@ from batchlab.core.training.child import (
     _setup_tensorflow,
     describe_environment,
 )
-from batchlab.core.training.startup import StartupClock
+from batchlab.core.training.startup import PROBE, STANDBY, StartupClock
 
 RAY_FLUSH_SECONDS = 0.1  # how often a run's worker sends what it has (and hears of a stop): at most this late
 RAY_HELLO = "ray_hello"  # a worker's first message: where it trains (the node), never written to the run file
 
 # This process's TensorFlow (set up once: threads and devices are fixed when its runtime starts), and the
 # data it loaded last, kept for the next run with the same data.
-_PROCESS: dict[str, Any] = {"setup": None, "key": None, "data_key": None, "data": None}
+_PROCESS: dict[str, Any] = {"setup": None, "key": None, "data_key": None, "data": None, "prepared": None}
 
 
 def node_fields() -> dict[str, Any]:
@@ -105,18 +108,32 @@ def _load(run: RunSpec, startup: StartupClock | None = None):
     return _PROCESS["data"]
 
 
-def ray_probe(spec_dict: dict) -> dict[str, Any]:
+def _prepare(spec_dict: dict, submitted_at: float, kind: str) -> tuple[Any, RunSpec]:
+    """TensorFlow set up and the first run's data loaded in this worker ahead of its first run, timed on a
+    clock that run takes over (`kind`: PROBE or STANDBY) if it belongs to the same sweep. (tf, first run)."""
+    spec = SweepSpec.restore(spec_dict)
+    _check_readable(spec)
+    fresh = _PROCESS["setup"] is None
+    clock = StartupClock(submitted_at)
+    with clock.phase("import"):
+        tf, *_ = _tensorflow(spec)
+    run = spec.runs()[0]
+    _load(run, clock)
+    clock.ready()
+    if fresh:
+        _PROCESS["prepared"] = (clock, kind, spec_dict)
+    return tf, run
+
+
+def ray_probe(spec_dict: dict, submitted_at: float) -> dict[str, Any]:
     """The probe's answer (core/training/child.py's PROBE_RESULT or PROBE_ERROR), from where the runs train:
     the environment with the node, after building the model on the data read there."""
     _ignore_ctrl_c()
     try:
-        spec = SweepSpec.restore(spec_dict)
-        _check_readable(spec)
-        tf, *_ = _tensorflow(spec)
+        tf, run = _prepare(spec_dict, submitted_at, PROBE)
         environment = {**describe_environment(tf), **node_fields()}
         from batchlab.core.training.workloads import build_model
 
-        run = spec.runs()[0]
         build_model(run, _load(run))
         _clear_session()  # the check's model: the first run here starts as a fresh process would
         return {"type": PROBE_RESULT, "environment": environment}
@@ -127,6 +144,16 @@ def ray_probe(spec_dict: dict) -> dict[str, Any]:
 
         traceback.print_exc()
         return {"type": PROBE_ERROR, "field": "setup", "message": f"{type(e).__name__}: {e}".splitlines()[0]}
+
+
+def ray_warm(spec_dict: dict, submitted_at: float) -> None:
+    """Get this worker ready for the sweep's runs while the probe checks the spec elsewhere (a standby):
+    TensorFlow set up and the first run's data loaded. A failure is the probe's to report."""
+    _ignore_ctrl_c()
+    try:
+        _prepare(spec_dict, submitted_at, STANDBY)
+    except Exception:  # the probe reports what is wrong with the spec
+        pass
 
 
 class Outbox:
@@ -197,10 +224,16 @@ def ray_train(run_dict: dict, mailbox, submitted_at: float) -> str | None:
     try:
         run = RunSpec.from_dict(run_dict)
         _check_readable(run.sweep)
-        if _PROCESS["setup"] is None:
+        prepared, _PROCESS["prepared"] = _PROCESS["prepared"], None
+        if _PROCESS["setup"] is None:  # a fresh worker: the import is this run's
             with startup.phase("import"):
                 tf, tf_device, nvml_index, device_name = _tensorflow(run.sweep)
-        else:  # TensorFlow set up by the probe or an earlier run in this worker
+        elif prepared is not None and prepared[2] == run_dict["sweep"]:
+            # prepared by this sweep's probe or as a standby while the probe ran: the run takes over its clock
+            startup, kind = prepared[0], prepared[1]
+            startup.requested(submitted_at, kind)
+            tf, tf_device, nvml_index, device_name = _tensorflow(run.sweep)
+        else:  # TensorFlow set up by an earlier run in this worker
             startup = StartupClock.reused(submitted_at)
             tf, tf_device, nvml_index, device_name = _tensorflow(run.sweep)
             _clear_session()

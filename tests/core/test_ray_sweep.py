@@ -61,15 +61,19 @@ def test_each_run_records_the_ray_node_it_trained_on_and_two_trained_at_once(swe
         assert run.attrs["ray_node"] == node["NodeID"]
         assert run.attrs["ray_node_ip"] == node["NodeManagerAddress"]
         assert run.attrs["ray_host"]
-        assert run.attrs["child"] in ("fresh", "reused")
+        assert run.attrs["child"] in ("fresh", "probe", "standby", "reused")
     # two CPU slots: the first two runs were submitted together and trained in two worker processes at once
     assert sweeps[2].slots == 2
     first, second = on_ray.runs[0].attrs, on_ray.runs[1].attrs
     assert first["pid"] != second["pid"]
-    # a run that found TensorFlow imported in its worker (by the probe or an earlier run) paid no import
-    for run in on_ray.runs:
-        if run.attrs["child"] == "reused":
-            assert run.attrs["startup_import_s"] == 0.0
+    # the first two runs took the workers the probe and the standby readied while the probe ran (TensorFlow
+    # imported, the data loaded, before the runs were submitted); the later ones reused them: no import paid
+    assert sorted(r.attrs["child"] for r in on_ray.runs[:2]) == ["probe", "standby"]
+    for run in on_ray.runs[:2]:
+        assert run.attrs["startup_import_s"] > 0 and run.attrs["startup_prepared_s"] > 0
+    assert [r.attrs["child"] for r in on_ray.runs[2:]] == ["reused", "reused"]
+    for run in on_ray.runs[2:]:
+        assert run.attrs["startup_import_s"] == 0.0 and run.attrs["pid"] in (first["pid"], second["pid"])
     cluster = on_ray.environment["ray_cluster"]
     assert cluster.startswith("Ray ") and "at local: 1 CPU per run, 2 at once on 1 node (2 CPUs, 0 GPUs)" in cluster
 
