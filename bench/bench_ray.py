@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         "epochs": args.epochs,
         "tf_threads": args.threads,
     }
-    runs = len(build_spec(values).runs())
+    spec = build_spec(values)
+    runs, budget = len(spec.runs()), f"{spec.budget.amount} {spec.budget.unit}"
     print(
-        f"{runs} mnist-mlp runs ({args.samples} samples, {args.epochs} epochs, {args.threads} thread(s) each), "
+        f"{runs} mnist-mlp runs ({spec.samples} samples, {budget}, {args.threads} thread(s) each), "
         f"{os.cpu_count()} cores; loadavg at start {loadavg()}",
         flush=True,
     )

@@ -188,10 +188,12 @@ class RayLauncher:
         there); the environment of that worker, with the cluster described (None if stopped first)."""
         self._connect()
         ray = self._ray
+        assert self.resources is not None
         self._probe_ref = ref = self._remote["probe"].remote(self.spec.to_dict(), time.time())
         # While the probe imports TensorFlow in one worker, the workers of the other slots the runs will fill
         # import it too (and load the data), so the second run does not wait for an import of its own.
-        warm = min(self.slots, self._run_count or self.slots) - 1
+        # (Not on GPUs: a GPU run's worker is its own, so a readied one would exit unused.)
+        warm = 0 if self.resources.gpus else min(self.slots, self._run_count or self.slots) - 1
         self._warming = [self._remote["warm"].remote(self.spec.to_dict(), time.time()) for _ in range(max(0, warm))]
         deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
         try:
