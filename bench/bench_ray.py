@@ -29,9 +29,23 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from batchlab.core.events import RUN_STARTED, SWEEP_STARTED  # noqa: E402
 from batchlab.core.spec import build_spec  # noqa: E402
+from batchlab.core.sweep import ray_cluster  # noqa: E402
 from batchlab.core.sweep.runner import SweepRunner, run_sweep  # noqa: E402
 
 TARGET_RATIO = 0.60
+_connect = ray_cluster.connect
+CONNECT_S: list[float] = []  # how long each sweep's Ray start took (ray.init of a local instance)
+
+
+def _timed_connect(address: str):
+    t0 = time.monotonic()
+    try:
+        return _connect(address)
+    finally:
+        CONNECT_S.append(time.monotonic() - t0)
+
+
+ray_cluster.connect = _timed_connect
 
 
 def loadavg() -> str:
@@ -63,6 +77,7 @@ def sweep(values: dict, ray: bool, folder: Path, name: str) -> dict:
         out["first_event"] = [h.heard_at - h.submitted_at for h in handles]
         out["to_run_started"] = [seen["run_started"][h.run.index] - h.submitted_at for h in handles]
         out["slots"] = runner.launcher.slots
+        out["ray_start"] = CONNECT_S[-1]
     return out
 
 
@@ -101,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             r = result[ray]
             print(
                 f"round {round_ + 1} {'ray local' if ray else 'one at a time'}: {r['wall']:.1f} s "
-                f"({r['status']}; sweep_started after {r['preflight']:.1f} s; loadavg before {r['load']})",
+                f"({r['status']}; sweep_started after {r['preflight']:.1f} s"
+                + (f", of which Ray's start {r['ray_start']:.1f} s" if ray else "")
+                + f"; loadavg before {r['load']})",
                 flush=True,
             )
         ratio = result[True]["wall"] / result[False]["wall"]
