@@ -107,7 +107,7 @@ def test_a_second_stop_cancels_the_tasks_and_kills_their_workers(tmp_path, fault
 
 
 # Ray hidden from import in a fresh interpreter: what a user without the cluster extra sees.
-NO_RAY = textwrap.dedent(
+HIDE_RAY = textwrap.dedent(
     """
     import sys
 
@@ -118,11 +118,24 @@ NO_RAY = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoRay())
-    from batchlab.core import cli
-
-    sys.exit(cli.main(sys.argv[1:]))
     """
 )
+NO_RAY = HIDE_RAY + "from batchlab.core import cli\nsys.exit(cli.main(sys.argv[1:]))\n"
+
+
+def test_the_window_the_cli_and_the_ray_launcher_import_without_ray():
+    """The default install has no Ray: nothing imports it until a sweep asks for a cluster."""
+    code = HIDE_RAY + textwrap.dedent(
+        """
+        import batchlab.main, batchlab.gui.main_window, batchlab.core.cli
+        import batchlab.core.sweep.ray_launcher, batchlab.core.training.ray_worker
+        print("ray" in sys.modules)
+        """
+    )
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("quiet", [True, False])
