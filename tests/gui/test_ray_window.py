@@ -16,7 +16,7 @@ def test_the_window_runs_a_sweep_on_ray_local(main_window, tmp_path, request):
     ray = local_ray()
     w = main_window
     out = str(tmp_path / "on-ray.h5")
-    w.setup.set_values({**TINY, "val_samples": "0", "tf_threads": "1", "ray": "local", "ray_cpus": "1"})
+    w.setup.set_values({**TINY, "tf_threads": "1", "ray": "local", "ray_cpus": "1"})
     assert w.setup.ray.text() == "local" and w.setup.ray_cpus.text() == "1"
     w.setup.out.setText(out)
     assert w.start_sweep()
