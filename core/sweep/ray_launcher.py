@@ -94,7 +94,7 @@ class RayRun:
         if name == "TaskCancelledError":
             return f"its Ray task on {where} was cancelled"
         if "NodeDied" in name or "RayletDied" in name:
-            return f"Ray node {where} was lost while training it ({_first_line(error)})"
+            return f"Ray {where} was lost while training it ({_first_line(error)})"
         return f"its Ray worker on {where} was lost mid-run ({_first_line(error)})"
 
     # ---------------------------------------------------------------- the pump's side
@@ -102,7 +102,8 @@ class RayRun:
     def where(self) -> str:
         if not self.placement:
             return "a node not known yet (the run had not started)"
-        return f"node {self.placement.get('ray_node_ip', '?')} ({self.placement.get('ray_host', '?')})"
+        p = self.placement
+        return f"node {p.get('ray_node_ip', '?')} ({p.get('ray_host', '?')}, id {str(p.get('ray_node', '?'))[:8]})"
 
     @property
     def started(self) -> bool:
@@ -217,9 +218,22 @@ class RayLauncher:
         environment = _probe_environment(message)
         assert environment is not None
         assert self.resources is not None
+        if not self._wait_for_standbys(should_stop, deadline):
+            return None
         environment["ray_cluster"] = ray_cluster.cluster_description(ray, self.spec.ray, self.resources)
         self.environment = environment
         return environment
+
+    def _wait_for_standbys(self, should_stop: Callable[[], bool], deadline: float) -> bool:
+        """Wait until the standbys are ready (they import as the probe does, so rarely long): a run submitted
+        while one still holds its slot would make Ray start yet another worker, which imports again.
+        False if stopped first."""
+        ray, pending = self._ray, list(self._warming)
+        while pending and time.monotonic() < deadline:
+            if should_stop():
+                return False
+            pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_SECONDS)[1]
+        return True
 
     def _ask(self) -> str:
         r = self.resources

@@ -44,7 +44,9 @@ def test_a_worker_lost_mid_run_gives_a_crashed_run_with_its_steps_and_the_sweep_
     node_ip = ray.nodes()[0]["NodeManagerAddress"]
     assert lost.attrs["ray_node_ip"] == node_ip
     assert "\n" not in lost.message
-    assert lost.message.startswith(f"its Ray worker on node {node_ip} (") and "was lost mid-run" in lost.message
+    node_id = ray.nodes()[0]["NodeID"][:8]
+    assert lost.message.startswith(f"its Ray worker on node {node_ip} (")
+    assert f", id {node_id}) was lost mid-run (" in lost.message
     assert any(lost.message in line for line in record.log)  # logged as an error too
     assert len(record.runs[2].epochs["train_loss"]) == 1  # the run after it trained in full
 
