@@ -58,7 +58,7 @@ def connect(address: str) -> tuple[Any, bool]:
     except (ConnectionError, RuntimeError, ValueError, TimeoutError, OSError) as e:
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         hint = "start one with `ray start --head`, or use local" if address == RAY_AUTO else "check the address"
-        if address != RAY_LOCAL:  # Ray >= 2.59's clusters want a token by default; a driver must ask to send it
+        if address != RAY_LOCAL and "find any running" not in why:  # Ray >= 2.59's clusters want a token
             hint += " (a cluster with token authentication needs RAY_AUTH_MODE=token here)"
         raise SpecError("ray", f"cannot connect to the Ray cluster {address} ({why}); {hint}") from None
     return ray, True
