@@ -291,8 +291,8 @@ class RayLauncher:
             with self._lock:
                 runs = [r for r in self._runs.values() if r.is_alive()]
             refs = [r.ref for r in runs]
-            ended = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
             try:
+                ended = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
                 batch = ray.get(self._mailbox.take.remote(TAKE_WAIT_SECONDS))
             except Exception as e:  # the mailbox or the cluster is gone: every run in flight is lost
                 for run in runs:
