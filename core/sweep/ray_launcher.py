@@ -143,6 +143,7 @@ class RayLauncher:
         self._probe_ref: Any = None
         self._warming: list[Any] = []  # tasks getting other slots' workers ready during the probe
         self._run_count = 0
+        self._sweep = False  # prepare() was called: runs follow the probe (else a check alone, e.g. max-batch's)
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._pump: threading.Thread | None = None
@@ -151,7 +152,7 @@ class RayLauncher:
 
     def prepare(self, runs: list[RunSpec], should_stop: Callable[[], bool]) -> None:
         """Connect to the cluster and size the runs (SpecError in one line if Ray is missing or unreachable)."""
-        self._run_count = len(runs)
+        self._run_count, self._sweep = len(runs), True
         self._connect()
 
     def _connect(self) -> None:
@@ -186,7 +187,16 @@ class RayLauncher:
 
     def probe(self, should_stop: Callable[[], bool], data: Any) -> dict[str, Any] | None:
         """The probe as a Ray task with a run's resources: the spec checked where the runs train (the data read
-        there); the environment of that worker, with the cluster described (None if stopped first)."""
+        there); the environment of that worker, with the cluster described (None if stopped first). A probe
+        with no sweep after it (`prepare` never called: the max-batch search's check) lets go of the cluster
+        at once, since nothing will close this launcher."""
+        try:
+            return self._probe(should_stop)
+        finally:
+            if not self._sweep:
+                self.close()
+
+    def _probe(self, should_stop: Callable[[], bool]) -> dict[str, Any] | None:
         self._connect()
         ray = self._ray
         assert self.resources is not None
@@ -194,7 +204,7 @@ class RayLauncher:
         # While the probe imports TensorFlow in one worker, the workers of the other slots the runs will fill
         # import it too (and load the data), so the second run does not wait for an import of its own.
         # (Not on GPUs: a GPU run's worker is its own, so a readied one would exit unused.)
-        warm = 0 if self.resources.gpus else min(self.slots, self._run_count or self.slots) - 1
+        warm = 0 if self.resources.gpus or not self._sweep else min(self.slots, self._run_count or self.slots) - 1
         self._warming = [self._remote["warm"].remote(self.spec.to_dict(), time.time()) for _ in range(max(0, warm))]
         deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
         try:

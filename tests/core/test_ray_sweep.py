@@ -99,3 +99,16 @@ def test_the_probe_checks_the_spec_on_the_cluster_and_a_file_it_cannot_read_is_o
     text = f"{error.value.field}: {error.value.message}"
     assert "\n" not in text and text.startswith("data: ") and "cannot be read on Ray node" in text
     assert "same path on every node" in text
+
+
+def test_a_check_alone_on_ray_leaves_nothing_running(sweeps):
+    """The max-batch search checks the spec with the sweep's probe and never closes the launcher: on Ray the probe
+    lets go of the cluster itself (no pump thread or mailbox left behind; a local instance it started shuts down)."""
+    import threading
+
+    spec = build_spec({**TINY_RAY, "batch_sizes": "16", "ray": "local"})
+    runner = SweepRunner(spec)
+    environment = runner.preflight()
+    assert "at local: 1 CPU per run" in environment["ray_cluster"]
+    assert not [t for t in threading.enumerate() if t.name == "batchlab-ray-pump"]
+    assert runner.launcher.environment is environment and local_ray().is_initialized()  # the shared one stays
