@@ -127,3 +127,14 @@ def runtime_env(spec: SweepSpec, shared: bool) -> dict[str, Any] | None:
 def cluster_description(ray, address: str, resources: RunResources) -> str:
     """One line for the run file's environment: the Ray version, the address and what each run asks for."""
     return f"Ray {ray.__version__} at {address}: {resources.description}"
+
+
+HEAD_NODE_RESOURCE = "node:__internal_head__"  # Ray's resource of the head node (the GCS's node)
+
+
+def mailbox_options(ray) -> dict[str, Any]:
+    """The mailbox actor's options: no CPU, and on the head node, whose loss ends the cluster anyway, so a lost
+    worker node never takes every run's events with it (where the head has that resource)."""
+    if any(HEAD_NODE_RESOURCE in n["Resources"] for n in _live_nodes(ray)):
+        return {"num_cpus": 0, "resources": {HEAD_NODE_RESOURCE: 0.001}}
+    return {"num_cpus": 0}

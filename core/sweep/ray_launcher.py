@@ -45,6 +45,10 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+class MailboxLost(Exception):
+    """The sweep's mailbox actor (or the connection to the cluster) is gone: no run's events can come back."""
+
+
 class RayRun:
     """One run as a Ray task: its events (handed over by the launcher's pump), stop, kill and its end."""
 
@@ -91,6 +95,8 @@ class RayRun:
         if error is None:
             return f"its Ray task on {where} ended without reporting the run's end"
         name = type(error).__name__
+        if isinstance(error, MailboxLost):
+            return f"the sweep's event mailbox on the Ray cluster was lost while it trained on {where} ({error})"
         if name == "TaskCancelledError":
             return f"its Ray task on {where} was cancelled"
         if "NodeDied" in name or "RayletDied" in name:
@@ -172,7 +178,7 @@ class RayLauncher:
                 name: ray.remote(**options)(function)
                 for name, function in (("probe", ray_probe), ("warm", ray_warm), ("train", ray_train))
             }
-            self._mailbox = ray.remote(num_cpus=0)(Mailbox).remote()
+            self._mailbox = ray.remote(**ray_cluster.mailbox_options(ray))(Mailbox).remote()
         except BaseException:
             self.close()
             raise
@@ -306,7 +312,7 @@ class RayLauncher:
                 batch = ray.get(self._mailbox.take.remote(TAKE_WAIT_SECONDS))
             except Exception as e:  # the mailbox or the cluster is gone: every run in flight is lost
                 for run in runs:
-                    run.end(e)
+                    run.end(MailboxLost(_first_line(e)))
                 if not self._closing.is_set():
                     self._closing.wait(TAKE_WAIT_SECONDS)
                 continue

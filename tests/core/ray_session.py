@@ -24,6 +24,7 @@ def local_ray():
 
     if not ray.is_initialized():
         ray.init(
+            address="local",  # a new instance, whatever cluster this machine may know of (RAY_ADDRESS, a stale file)
             num_cpus=RAY_TEST_CPUS,
             num_gpus=0,
             include_dashboard=False,

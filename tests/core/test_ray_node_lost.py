@@ -15,17 +15,19 @@ from batchlab.core.training.faults import INPUT_DELAY_ENV
 
 SCRIPT = textwrap.dedent(
     """
-    import json, logging, sys
+    import json, logging, shutil, sys, tempfile
     import ray
     from ray.cluster_utils import Cluster
     from batchlab.core.runfile.reader import read_run_file
     from batchlab.core.spec import build_spec
     from batchlab.core.sweep.runner import run_sweep
 
-    store = 100 << 20
+    # its own temp folder (short: socket paths), so the address file `ray start` leaves for `auto` is not the
+    # machine's /tmp/ray one, which any other process's ray.init() would find
+    store, temp = 100 << 20, tempfile.mkdtemp(prefix="bl-ray-", dir="/tmp")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                            "object_store_memory": store})
-    nodes = [cluster.add_node(num_cpus=1, object_store_memory=store) for _ in range(2)]
+                                                            "object_store_memory": store, "temp_dir": temp})
+    nodes = [cluster.add_node(num_cpus=1, object_store_memory=store, temp_dir=temp) for _ in range(2)]
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     victim, where, removed = nodes[1].node_id, {}, []
 
@@ -38,12 +40,16 @@ SCRIPT = textwrap.dedent(
 
     values = {"preset": "mnist-mlp", "samples": 256, "val_samples": 0, "epochs": 1, "device": "cpu",
               "batch_sizes": "16,32,64", "tf_threads": 1, "ray": "auto"}
-    status = run_sweep(build_spec(values), sys.argv[1], sink=sink)
-    runs = [{"status": r.status, "steps": len(r.steps["loss"]), "epochs": len(r.epochs["train_loss"]),
-             "node": r.attrs.get("ray_node", ""), "message": r.message} for r in read_run_file(sys.argv[1]).runs]
-    print(json.dumps({"status": status, "victim": victim, "removed": removed, "runs": runs}))
-    ray.shutdown()
-    cluster.shutdown()
+    try:
+        status = run_sweep(build_spec(values), sys.argv[1], sink=sink)
+        runs = [{"status": r.status, "steps": len(r.steps.get("loss", [])),
+                 "epochs": len(r.epochs.get("train_loss", [])), "node": r.attrs.get("ray_node", ""),
+                 "message": r.message} for r in read_run_file(sys.argv[1]).runs]
+        print(json.dumps({"status": status, "victim": victim, "removed": removed, "runs": runs}))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
     """
 )
 
@@ -55,6 +61,7 @@ def test_a_node_lost_mid_run_gives_a_crashed_run_naming_the_node_and_the_sweep_f
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(result)  # shown if an assertion below fails
     assert result["status"] == "complete" and len(result["removed"]) == 1
     lost_index = result["removed"][0]
     runs = result["runs"]
