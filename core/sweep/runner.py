@@ -62,8 +62,10 @@ def make_launcher(spec: SweepSpec, log_dir: Path, *, entry: Entry = train_entry,
     of several worker processes (`workers` > 1, core/sweep/multiworker.py) starts its workers on this machine."""
     if getattr(spec, "workers", 1) > 1:
         return MultiWorkerLauncher(spec, log_dir, entry=entry, **local)
-    if getattr(spec, "ray", ""):
-        raise SpecError("ray", f"{spec.ray} is not available yet: Ray sweeps are being built; leave ray empty")
+    if getattr(spec, "ray", "") and entry is train_entry:  # range tests and other entries train here
+        from batchlab.core.sweep.ray_launcher import RayLauncher
+
+        return RayLauncher(spec, log_dir)
     if getattr(spec, "parallel", ""):
         from batchlab.core.sweep.parallel_launcher import ParallelLauncher
 

@@ -11,6 +11,9 @@ them without loading TensorFlow.
   run_ended) after its step K, as a worker lost mid-run would (tests/core/test_multiworker.py).
 - BATCHLAB_TEST_INPUT_DELAY_S=S: every batch is held up S seconds in the input pipeline (a sequential
   tf.data map that sleeps), a pipeline that really starves the step (tests/core/test_training.py).
+- BATCHLAB_TEST_EXIT_RUN=N:S: the Ray worker training run N exits at once (os._exit, no run_ended) right after
+  it sent the step event that holds step S: a worker lost mid-epoch (tests/core/test_ray_faults.py). A Ray
+  sweep hands every BATCHLAB_TEST_* variable to its workers in their runtime environment.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ FAIL_PREPARE_ENV = "BATCHLAB_TEST_FAIL_PREPARE"
 INPUT_DELAY_ENV = "BATCHLAB_TEST_INPUT_DELAY_S"
 WORKER_EXIT_ENV = "BATCHLAB_TEST_WORKER_EXIT"
 WORKER_EXIT_CODE = 3
+EXIT_RUN_ENV = "BATCHLAB_TEST_EXIT_RUN"
+EXIT_CODE = 70  # how a worker lost by EXIT_RUN_ENV exits
+TEST_ENV_PREFIX = "BATCHLAB_TEST_"  # what a launcher of remote workers hands on (core/sweep/ray_cluster.py)
 
 
 def fail_if_injected(name: str, run_index: int) -> None:
@@ -46,3 +52,14 @@ def worker_exit_step(run_index: int, worker: int) -> int | None:
     if len(parts) != 3 or parts[:2] != [str(run_index), str(worker)] or not parts[2].isdigit():
         return None
     return int(parts[2])
+
+
+def exit_step(run_index: int) -> int | None:
+    """The step after which the worker training this run exits (EXIT_RUN_ENV "N:S"); None when not asked."""
+    run, _, step = os.environ.get(EXIT_RUN_ENV, "").partition(":")
+    if run.strip() != str(run_index):
+        return None
+    try:
+        return int(step)
+    except ValueError:
+        return None
