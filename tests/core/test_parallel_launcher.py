@@ -45,8 +45,15 @@ def fake_child(run_dict, mode, conn, stop, log_path, niceness):
     conn.send(started)
     if mode == "crash" and index == 1:
         os._exit(3)
-    deadline = time.monotonic() + (60.0 if mode == "wait" else 0.5)
+    # Each run waits until a second run has started (a marker file each, beside the logs), then 0.5 s more, so
+    # that two runs are in flight together however slowly a loaded machine spawns the second child.
+    here = Path(log_path).parent
+    (here / f"started-{index}").touch()
+    deadline = time.monotonic() + 60.0
     while time.monotonic() < deadline and not stop.is_set():
+        if mode != "wait" and len(list(here.glob("started-*"))) >= 2:
+            time.sleep(0.5)
+            break
         time.sleep(0.02)
     status = "interrupted" if stop.is_set() else "ok"
     conn.send(make_event("run_ended", run=index, status=status, message="stopped" if stop.is_set() else ""))
