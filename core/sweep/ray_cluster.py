@@ -116,7 +116,7 @@ def run_resources(ray, spec: SweepSpec) -> RunResources:
         if slots == 0:
             raise SpecError(
                 "workers",
-                f"{workers}: each run's {workers} workers ask for {ask} each and the cluster holds {held} such "
+                f"{workers}: each run's {workers} workers ask for {unit} each and the cluster holds {held} such "
                 f"worker(s) at once ({counts}); use at most {max(1, held)} workers"
                 + ("" if on_gpu else " or a smaller ray_cpus"),
             )

@@ -88,22 +88,30 @@ class RayWorkersRun(RayRun):
             self.placement["ray_nodes"] = ",".join(str(h.get("ray_node")) for h in ordered)
 
     def tasks_ended(self, ended: set[Any], outcome) -> None:
-        for k, ref in enumerate(self._refs[1:], 1):
-            if ref in ended and k not in self._seen_ended:
-                self._seen_ended.add(k)
-                why = self._why_lost(k, *outcome(ref))
-                with self._ready:
-                    if why and not self.lost and self._chief_status is None:
-                        self.lost, self._lost_at = why, time.monotonic()
-                        self._ready.notify_all()
+        chief_error = outcome(self.ref)[1] if self.ref in ended else None
+        if chief_error is None:  # a chief that failed went first: the others' all-reduce failed because of it
+            self.note_others(ended, outcome)
         if self.ref in ended:
-            self.end(outcome(self.ref)[1])
+            self.end(chief_error)
             return
         with self._ready:
             overdue = bool(self.lost) and time.monotonic() - self._lost_at > WORKER_LOST_GRACE_S
         if overdue and not self._chief_cancelled:  # the chief waits in an all-reduce (a worker on another host)
             self._chief_cancelled = True
             self._launcher.cancel(self.ref, force=True)
+
+    def note_others(self, ended: set[Any], outcome) -> None:
+        """Record the first of the other workers in `ended` that is lost to the run (while the chief trains)."""
+        for k, ref in enumerate(self._refs[1:], 1):
+            with self._ready:
+                if ref not in ended or k in self._seen_ended:
+                    continue
+                self._seen_ended.add(k)
+            why = self._why_lost(k, *outcome(ref))
+            with self._ready:
+                if why and not self.lost and self._chief_status is None:
+                    self.lost, self._lost_at = why, time.monotonic()
+                    self._ready.notify_all()
 
     def _why_lost(self, k: int, value: Any, error: BaseException | None) -> str:
         """Why worker `k`, whose task ended, is lost to the run ("" if it is not: it ended its run as the chief
@@ -126,9 +134,9 @@ class RayWorkersRun(RayRun):
         if event.get("type") != RUN_ENDED:
             return event
         status = str(event.get("status"))
+        if status == "error" and not self.lost:  # its all-reduce failed: a lost worker, its task seen ended later
+            self._launcher.await_others(self, LOST_CHECK_S)
         with self._ready:
-            if status == "error":  # its all-reduce failed: a lost worker, which Ray reports a moment later
-                self._ready.wait_for(lambda: bool(self.lost), LOST_CHECK_S)
             lost, self._chief_status = self.lost, status
         if lost and status == "error":
             return {**event, "status": "crashed", "message": f"{lost}; measurements so far are kept"}
@@ -197,6 +205,16 @@ class RayWorkersLauncher(RayLauncher):
         for ref in refs:
             self.cancel(ref, force=True)  # nothing for a task that ended
         self._let_go(getattr(handle, "group", None))
+
+    def await_others(self, handle: RayWorkersRun, timeout: float) -> None:
+        """Wait up to `timeout` s for one of the run's other workers to end, and record it if it is lost."""
+        others = handle.refs[1:]
+        try:
+            ended = set(self._ray.wait(others, num_returns=1, timeout=timeout)[0])
+            ended |= set(self._ray.wait(others, num_returns=len(others), timeout=0)[0])
+        except Exception:  # the cluster is gone: the run's end says what is known
+            return
+        handle.note_others(ended, self._outcome)
 
     def _let_go(self, group: Any) -> None:
         if group is None or self._ray is None:

@@ -130,7 +130,7 @@ def test_a_cluster_that_cannot_hold_one_runs_workers_is_refused_in_one_line(tmp_
     finally:
         launcher.close()
     assert refused.value.field == "workers"
-    assert "each run's 3 workers ask for 1 CPUs each and the cluster holds 2 such worker(s) at once" in str(
+    assert "each run's 3 workers ask for 1 CPU each and the cluster holds 2 such worker(s) at once" in str(
         refused.value
     )
     assert "\n" not in str(refused.value)
