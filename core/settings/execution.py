@@ -172,7 +172,6 @@ def _workers_conflict(p: dict[str, Any], n: int) -> str | None:
             bool(p.get("parallel")),
             "each run already takes its workers' processes, one run at a time; leave parallel empty",
         ),
-        (bool(p.get("ray")), "the Ray launcher does not place a run's workers yet; leave ray empty"),
     )
     return next((reason for bad, reason in conflicts if bad), None) or _replicas_conflict(p, n, "workers")
 
@@ -333,8 +332,8 @@ GROUP = SettingsGroup(
             "int",
             parse_workers,
             "data-parallel worker processes per run (tf.distribute MultiWorkerMirroredStrategy, one replica each, "
-            "configured by TF_CONFIG): here, W processes on this machine; batch sizes are global, each worker "
-            "trains batch / W (docs/scaling.md)",
+            "configured by TF_CONFIG): W processes on this machine, or placed by Ray with ray; batch sizes are "
+            "global, each worker trains batch / W (docs/scaling.md)",
             "Workers (processes)",
             "--workers",
             placeholder="1: one process",

@@ -1,9 +1,10 @@
 """Multi-worker runs (`workers` W > 1): each run trains in W processes joined by MultiWorkerMirroredStrategy,
 one replica of the global batch in each (core/training/workers.py, replication.py; docs/scaling.md).
 
-- TF_CONFIG: `tf_config(addresses, i)` is the one place it is built, from the workers' "host:port" addresses
-  (worker 0 is the chief). Here the addresses are this machine's free ports (`local_addresses`); a launcher that
-  places workers elsewhere (Ray) passes its own `addresses` function to MultiWorkerLauncher.
+- TF_CONFIG: `tf_config(addresses, i)` (core/training/workers.py) is the one place it is built, from the
+  workers' "host:port" addresses (worker 0 is the chief). Here the addresses are this machine's free ports
+  (`local_addresses`); with `--ray` each worker finds a free port on the node Ray placed it on
+  (core/sweep/ray_workers.py).
 - Events: only the chief's reach the scheduler (and the one writer); the other workers train the same steps,
   their events are drained and dropped, except their error lines (a traceback), which go to the run's log
   named by the worker; their output is kept in the sweep's log folder (run_NNN.workerK.log).
@@ -19,12 +20,10 @@ No TensorFlow here.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
-import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -37,35 +36,12 @@ from batchlab.core.sweep.local_launcher import Entry, train_entry
 from batchlab.core.sweep.probe import _probe
 from batchlab.core.sweep.processes import POLL_SECONDS, PUMP_WAIT_SECONDS, _death_message, _reap, start_child
 from batchlab.core.training.startup import FRESH
-from batchlab.core.training.workers import worker_main
+from batchlab.core.training.workers import LOCALHOST, free_ports, tf_config, worker_main
 
-LOCALHOST = "localhost"
 # After a worker is lost, how long the chief may take to end by itself (its all-reduce fails at once when the
 # lost worker was on this host) before it is killed: long enough to send the steps it holds (every 0.25 s).
 WORKER_LOST_GRACE_S = 10.0
 LOST_CHECK_S = 1.0  # how long a chief's run_ended "error" waits to be explained by a lost worker (WorkerGroup.recv)
-
-
-def tf_config(addresses: Sequence[str], index: int) -> str:
-    """Worker `index`'s TF_CONFIG (JSON) in the cluster of `addresses` ("host:port", worker 0 first: the chief)."""
-    if not 0 <= index < len(addresses):
-        raise ValueError(f"worker {index} is not one of the {len(addresses)} workers")
-    return json.dumps({"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}})
-
-
-def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
-    """`count` distinct TCP ports free on `host` now (the system's choice). Another process may take one before
-    its worker binds it: that worker then cannot join, and the run ends with one line saying so."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def local_addresses(count: int) -> list[str]:

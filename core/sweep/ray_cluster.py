@@ -9,7 +9,7 @@ it: `--ray` without Ray installed is a one-line SpecError saying how to install 
   A process already connected to Ray (a test session, a notebook after `ray.init`) keeps its connection.
 - Each run asks for one GPU (`replicas` GPUs for a data-parallel run) when the runs train on GPUs (device
   gpu, or auto on a cluster that has GPUs), else `ray_cpus` CPUs; `slots` is how many such runs the
-  cluster's live nodes hold at once.
+  cluster's live nodes hold at once. A run of W workers (`--workers`) asks that for each worker.
 """
 
 from __future__ import annotations
@@ -66,12 +66,14 @@ def connect(address: str) -> tuple[Any, bool]:
 
 @dataclass(frozen=True)
 class RunResources:
-    """What each run asks Ray for, and how many such runs the cluster holds at once."""
+    """What each run (each of its workers, with `workers` > 1) asks Ray for, and how many runs the cluster
+    holds at once."""
 
     cpus: float
     gpus: int
     slots: int
     description: str  # e.g. "1 CPU per run, 2 at once on 1 node (2 CPUs, 0 GPUs)"
+    workers: int = 1  # processes per run (MultiWorkerMirroredStrategy), each asking for cpus or gpus
 
     def options(self) -> dict[str, Any]:
         """Ray task options: a GPU run gets a process of its own (max_calls=1), so its memory figures are its
@@ -81,6 +83,10 @@ class RunResources:
             return {"num_gpus": self.gpus, "num_cpus": 0, "max_calls": 1}
         return {"num_cpus": self.cpus}
 
+    def bundle(self) -> dict[str, float]:
+        """One worker's share in a run's placement group (core/sweep/ray_workers.py)."""
+        return {"GPU": float(self.gpus)} if self.gpus else {"CPU": self.cpus}
+
 
 def _live_nodes(ray) -> list[dict[str, Any]]:
     return [node for node in ray.nodes() if node.get("Alive")]
@@ -88,28 +94,45 @@ def _live_nodes(ray) -> list[dict[str, Any]]:
 
 def run_resources(ray, spec: SweepSpec) -> RunResources:
     """One GPU per run (replicas GPUs for a data-parallel run) when the runs train on GPUs, else ray_cpus
-    CPUs; SpecError when no live node can hold one run."""
+    CPUs; with `workers` W > 1, that for each of a run's W workers, and the runs held at once are the workers
+    the cluster holds divided by W (a run's workers may share a node or not). SpecError when the cluster
+    cannot hold one run."""
     nodes = _live_nodes(ray)
     total_gpus = sum(float(n["Resources"].get("GPU", 0)) for n in nodes)
     total_cpus = sum(float(n["Resources"].get("CPU", 0)) for n in nodes)
     on_gpu = spec.device.startswith("gpu") or (spec.device == "auto" and total_gpus > 0)
     counts = f"{len(nodes)} node{'s' * (len(nodes) != 1)} ({total_cpus:g} CPUs, {total_gpus:g} GPUs)"
+    workers = max(1, int(getattr(spec, "workers", 1)))
     if on_gpu:
         gpus = max(1, int(spec.replicas))
-        slots = sum(int(float(n["Resources"].get("GPU", 0)) // gpus) for n in nodes)
+        held = sum(int(float(n["Resources"].get("GPU", 0)) // gpus) for n in nodes)
+        ask, unit, field = f"{gpus} GPU(s)", f"{gpus} GPU", "device"
+    else:
+        cpus = float(spec.ray_cpus)
+        held = sum(int(math.floor(float(n["Resources"].get("CPU", 0)) / cpus + 1e-9)) for n in nodes)
+        ask, unit, field = f"{cpus:g} CPUs", f"{cpus:g} CPU", "ray_cpus"
+    slots = held // workers
+    if workers > 1:
         if slots == 0:
             raise SpecError(
-                "device", f"{spec.device}: each run needs {gpus} GPU(s) on one node; the cluster has {counts}"
+                "workers",
+                f"{workers}: each run's {workers} workers ask for {unit} each and the cluster holds {held} such "
+                f"worker(s) at once ({counts}); use at most {max(1, held)} workers"
+                + ("" if on_gpu else " or a smaller ray_cpus"),
             )
-        return RunResources(0.0, gpus, slots, f"{gpus} GPU per run, {slots} at once on {counts}")
-    cpus = float(spec.ray_cpus)
-    slots = sum(int(math.floor(float(n["Resources"].get("CPU", 0)) / cpus + 1e-9)) for n in nodes)
-    if slots == 0:
+        description = f"{workers} workers of {unit} per run, {slots} run(s) at once on {counts}"
+    elif slots == 0 and on_gpu:
+        raise SpecError("device", f"{spec.device}: each run needs {ask} on one node; the cluster has {counts}")
+    elif slots == 0:
         largest = max((float(n["Resources"].get("CPU", 0)) for n in nodes), default=0.0)
         raise SpecError(
-            "ray_cpus", f"{cpus:g} CPUs per run is more than any node of the cluster has ({largest:g}); {counts}"
+            field, f"{cpus:g} CPUs per run is more than any node of the cluster has ({largest:g}); {counts}"
         )
-    return RunResources(cpus, 0, slots, f"{cpus:g} CPU per run, {slots} at once on {counts}")
+    else:
+        description = f"{unit} per run, {slots} at once on {counts}"
+    if on_gpu:
+        return RunResources(0.0, gpus, slots, description, workers)
+    return RunResources(cpus, 0, slots, description, workers)
 
 
 def runtime_env(spec: SweepSpec, shared: bool) -> dict[str, Any] | None:

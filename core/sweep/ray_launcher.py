@@ -115,6 +115,16 @@ class RayRun:
     def started(self) -> bool:
         return bool(self.placement)
 
+    @property
+    def refs(self) -> list[Any]:
+        """Its Ray tasks (one; a multi-worker run's are its workers', core/sweep/ray_workers.py)."""
+        return [self.ref]
+
+    def tasks_ended(self, ended: set[Any], outcome: Callable[[Any], tuple[Any, BaseException | None]]) -> None:
+        """The pump saw the tasks in `ended` end (`outcome(ref)`: what one returned, or why it failed)."""
+        if self.ref in ended:
+            self.end(outcome(self.ref)[1])
+
     def deliver(self, event: dict[str, Any]) -> None:
         if event.get("type") == RAY_HELLO:
             self.heard_at = time.monotonic()
@@ -178,6 +188,7 @@ class RayLauncher:
                 name: ray.remote(**options)(function)
                 for name, function in (("probe", ray_probe), ("warm", ray_warm), ("train", ray_train))
             }
+            self._remote.update(self._more_remotes(ray, options))
             self._mailbox = ray.remote(**ray_cluster.mailbox_options(ray))(Mailbox).remote()
         except BaseException:
             self.close()
@@ -190,6 +201,18 @@ class RayLauncher:
             )
         self._pump = threading.Thread(target=self._pump_events, name="batchlab-ray-pump", daemon=True)
         self._pump.start()
+
+    def _more_remotes(self, ray: Any, options: dict[str, Any]) -> dict[str, Any]:
+        """Remote functions a subclass adds to probe, warm and train (built with the runs' `options`)."""
+        return {}
+
+    def _standbys(self) -> int:
+        """How many workers to get ready during the probe: the other slots' (not on GPUs, where a run's worker
+        is its own, so a readied one would exit unused)."""
+        assert self.resources is not None
+        if self.resources.gpus or not self._sweep:
+            return 0
+        return min(self.slots, self._run_count or self.slots) - 1
 
     def probe(self, should_stop: Callable[[], bool], data: Any) -> dict[str, Any] | None:
         """The probe as a Ray task with a run's resources: the spec checked where the runs train (the data read
@@ -209,8 +232,7 @@ class RayLauncher:
         self._probe_ref = ref = self._remote["probe"].remote(self.spec.to_dict(), time.time())
         # While the probe imports TensorFlow in one worker, the workers of the other slots the runs will fill
         # import it too (and load the data), so the second run does not wait for an import of its own.
-        # (Not on GPUs: a GPU run's worker is its own, so a readied one would exit unused.)
-        warm = 0 if self.resources.gpus or not self._sweep else min(self.slots, self._run_count or self.slots) - 1
+        warm = self._standbys()
         self._warming = [self._remote["warm"].remote(self.spec.to_dict(), time.time()) for _ in range(max(0, warm))]
         deadline = time.monotonic() + PROBE_TIMEOUT_SECONDS
         try:
@@ -288,7 +310,8 @@ class RayLauncher:
         except Exception:  # the cluster is gone: the run's end says so
             pass
         if not handle.started:
-            self.cancel(handle.ref, force=False)
+            for ref in handle.refs:
+                self.cancel(ref, force=False)
 
     def cancel(self, ref: Any, force: bool) -> None:
         """Cancel a task (force: kill its worker); nothing if it ended or the cluster is gone."""
@@ -306,7 +329,7 @@ class RayLauncher:
         while not self._closing.is_set():
             with self._lock:
                 runs = [r for r in self._runs.values() if r.is_alive()]
-            refs = [r.ref for r in runs]
+            refs = [ref for r in runs for ref in r.refs]
             try:
                 ended = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
                 batch = ray.get(self._mailbox.take.remote(TAKE_WAIT_SECONDS))
@@ -323,23 +346,21 @@ class RayLauncher:
                 if handle is not None:
                     handle.deliver(event)
             for run in runs:
-                if run.ref in ended:
-                    run.end(self._failure(run.ref))
+                run.tasks_ended(ended, self._outcome)
 
-    def _failure(self, ref: Any) -> BaseException | None:
-        """The exception an ended task raised (its worker or node lost, cancelled); None if it returned."""
+    def _outcome(self, ref: Any) -> tuple[Any, BaseException | None]:
+        """What an ended task returned, or the exception it raised (its worker or node lost, cancelled)."""
         try:
-            self._ray.get(ref, timeout=0)
+            return self._ray.get(ref, timeout=0), None
         except Exception as e:
-            return e
-        return None
+            return None, e
 
     # ------------------------------------------------------------------ the end
 
     def kill(self) -> None:
         """Cancel every task by force (their workers are killed), the probe's too."""
         with self._lock:
-            refs = [r.ref for r in self._runs.values() if r.is_alive()]
+            refs = [ref for r in self._runs.values() if r.is_alive() for ref in r.refs]
         if self._probe_ref is not None:
             refs.append(self._probe_ref)
         refs += self._warming

@@ -59,7 +59,12 @@ def _short_gil_slices(seconds: float = DATA_READ_SWITCH_INTERVAL_S) -> Iterator[
 def make_launcher(spec: SweepSpec, log_dir: Path, *, entry: Entry = train_entry, **local: Any) -> Launcher:
     """The launcher the spec's placement asks for (core/settings/placement.py): a Ray cluster (`ray`), several
     local runs at once (`parallel`), or one local child at a time; `local`: LocalLauncher's options. A run
-    of several worker processes (`workers` > 1, core/sweep/multiworker.py) starts its workers on this machine."""
+    of several worker processes (`workers` > 1, core/sweep/multiworker.py) starts its workers on this machine, or
+    where Ray places them (core/sweep/ray_workers.py)."""
+    if getattr(spec, "workers", 1) > 1 and getattr(spec, "ray", "") and entry is train_entry:
+        from batchlab.core.sweep.ray_workers import RayWorkersLauncher
+
+        return RayWorkersLauncher(spec, log_dir)
     if getattr(spec, "workers", 1) > 1:
         return MultiWorkerLauncher(spec, log_dir, entry=entry, **local)
     if getattr(spec, "ray", "") and entry is train_entry:  # range tests and other entries train here

@@ -10,6 +10,12 @@ node it trains on (RAY_HELLO), which the parent records with the run (ray_node, 
 `ray_warm` gets the other slots' workers ready while the probe runs. A run's `child` says what its worker
 was: fresh (it paid the import), probe (the probe's worker), standby (readied during the probe) or reused
 (its worker trained an earlier run of the sweep).
+
+`ray_train_worker` is one worker of a multi-worker run (`--workers W`; core/sweep/ray_workers.py places the W
+tasks): it finds a free port on its node, says where it is (a RAY_HELLO naming the worker and its address),
+files its address with the mailbox and waits for the others', builds its TF_CONFIG from them and trains as a
+local worker does (core/training/workers.py `train_worker`). Only the chief (worker 0) streams events; the
+others' are dropped, and their run_ended is what their task returns.
 """
 
 from __future__ import annotations
@@ -37,9 +43,11 @@ from batchlab.core.training.child import (
     describe_environment,
 )
 from batchlab.core.training.startup import PROBE, STANDBY, StartupClock
+from batchlab.core.training.workers import free_ports, tf_config, train_worker
 
 RAY_FLUSH_SECONDS = 0.1  # how often a run's worker sends what it has (and hears of a stop): at most this late
 RAY_HELLO = "ray_hello"  # a worker's first message: where it trains (the node), never written to the run file
+JOIN_WAIT_SECONDS = 300.0  # how long a run's worker waits for its other workers' addresses (they start at once)
 
 # This process's TensorFlow (set up once: threads and devices are fixed when its runtime starts), and the
 # data it loaded last, kept for the next run with the same data.
@@ -249,3 +257,47 @@ def ray_train(run_dict: dict, mailbox, submitted_at: float) -> str | None:
         return None
     finally:
         outbox.close()
+
+
+class _Dropped:
+    """A worker's events other than the chief's: dropped (the chief trains the same steps), except its run_ended."""
+
+    def __init__(self) -> None:
+        self.ended: dict[str, Any] | None = None
+
+    def send(self, event: dict[str, Any]) -> None:
+        if event.get("type") == RUN_ENDED:
+            self.ended = {"status": event.get("status"), "message": event.get("message")}
+
+
+def ray_train_worker(run_dict: dict, mailbox, worker: int, workers: int, submitted_at: float) -> dict | None:
+    """Train one run as worker `worker` of `workers`, in a fresh Ray worker process (max_calls=1: the strategy
+    is made before TensorFlow's runtime starts). The chief (0) streams the run's events to `mailbox` and hears
+    a stop; the others return their run_ended (status, message; None if they had none)."""
+    import ray
+
+    _ignore_ctrl_c()
+    startup = StartupClock(submitted_at)
+    index = int(run_dict["index"])
+    where = node_fields()
+    address = f"{where['ray_node_ip']}:{free_ports(1, where['ray_node_ip'])[0]}"
+    hello = {"type": RAY_HELLO, "run": index, "worker": worker, "worker_address": address, **where}
+    ray.get(mailbox.put.remote(index, [hello]))
+    addresses = ray.get(mailbox.join.remote(index, worker, workers, address, JOIN_WAIT_SECONDS))
+    if addresses is None:
+        raise RuntimeError(
+            f"worker {worker} of {workers} ({address}): the run's other workers did not report their addresses "
+            f"within {JOIN_WAIT_SECONDS:.0f} s"
+        )
+    config = tf_config(addresses, worker)
+    if worker != 0:
+        dropped = _Dropped()
+        train_worker(config, None, run_dict, dropped.send, lambda: False, startup)
+        return dropped.ended
+    outbox = Outbox(mailbox, index)
+    outbox.start()
+    try:
+        train_worker(config, None, run_dict, outbox.send, outbox.stop_requested, startup)
+    finally:
+        outbox.close()
+    return None

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from batchlab.core.spec import RunSpec
@@ -23,6 +25,31 @@ from batchlab.core.training.child import _enter_child, _report_setup_failure, _s
 from batchlab.core.training.failures import first_line
 from batchlab.core.training.hooks import Hook
 from batchlab.core.training.startup import StartupClock
+
+LOCALHOST = "localhost"
+
+
+def tf_config(addresses: Sequence[str], index: int) -> str:
+    """Worker `index`'s TF_CONFIG (JSON) in the cluster of `addresses` ("host:port", worker 0 first: the chief).
+    The one place it is built: for local workers (core/sweep/multiworker.py) and Ray-placed ones (ray_worker.py)."""
+    if not 0 <= index < len(addresses):
+        raise ValueError(f"worker {index} is not one of the {len(addresses)} workers")
+    return json.dumps({"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}})
+
+
+def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
+    """`count` distinct TCP ports free on `host` now (the system's choice). Another process may take one before
+    its worker binds it: that worker then cannot join, and the run ends with one line saying so."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def cluster_task() -> tuple[int, int, str]:
@@ -45,13 +72,31 @@ def worker_main(
     niceness: int = 0,
     launched_at: float = math.nan,
 ) -> None:
-    """Train one run as one worker of its cluster: `tf_config` is its TF_CONFIG (JSON), `visible_devices` the
-    GPUs it may see (CUDA_VISIBLE_DEVICES; None: as the run's device says). Events go to `conn`, as run_main's;
-    a failure before training (the cluster cannot be joined: a port taken, a worker that never came) is its
-    run_ended "error" with one line naming this worker."""
-    os.environ["TF_CONFIG"] = tf_config
-    startup = StartupClock(launched_at)
+    """A local worker process (core/sweep/multiworker.py): priority, signals and log, then `train_worker` with
+    its events going to `conn` and its stop flag `stop_event`."""
     _enter_child(niceness, log_path)
+    try:
+        train_worker(tf_config, visible_devices, run_dict, conn.send, stop_event.is_set, StartupClock(launched_at))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.close()
+
+
+def train_worker(
+    tf_config: str,
+    visible_devices: str | None,
+    run_dict: dict,
+    send: Callable[[dict[str, Any]], None],
+    should_stop: Callable[[], bool],
+    startup: StartupClock,
+) -> str | None:
+    """Train one run as one worker of its cluster, in a process of its own (a local worker or a Ray worker task,
+    core/training/ray_worker.py): `tf_config` is its TF_CONFIG (JSON), `visible_devices` the GPUs it may see
+    (CUDA_VISIBLE_DEVICES; None: as the run's device says). Events go to `send`; a failure before training (the
+    cluster cannot be joined: a port taken, a worker that never came) is its run_ended "error" with one line
+    naming this worker. The run's status (None: it failed before training)."""
+    os.environ["TF_CONFIG"] = tf_config
     index = run_dict.get("index")
     try:
         run = RunSpec.from_dict(run_dict)
@@ -67,15 +112,19 @@ def worker_main(
         startup.ready()
         from batchlab.core.training import run as run_module
 
-        run_module.train_run(
-            run, conn.send, stop_event.is_set, tf_device, nvml_index, device_name, data=data, startup=startup
+        return run_module.train_run(
+            run, send, should_stop, tf_device, nvml_index, device_name, data=data, startup=startup
         )
     except Exception as e:  # failures before training started: this worker's run_ended says which
-        _report_setup_failure(conn, index, e)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        conn.close()
+        _report_setup_failure(_Sender(send), index, e)
+        return None
+
+
+class _Sender:
+    """`send` with a connection's face, for _report_setup_failure."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None]):
+        self.send = send
 
 
 def _join() -> None:

@@ -134,7 +134,6 @@ def test_each_local_worker_gets_its_own_gpu():
         ({"batch_sizes": "48,50"}, "the global batch size 50 does not divide by 4 workers"),
         ({"replicas": 2}, "workers x replicas is not wired"),
         ({"parallel": "2"}, "leave parallel empty"),
-        ({"ray": "local"}, "leave ray empty"),
         ({"loop": "fit"}, "fit engine"),
         ({"fused": 4}, "fused"),
         ({"accumulate": 2}, "accumulation"),
