@@ -591,7 +591,7 @@ def documented_sweep() -> list[dict]:
             event.update(strategy="none", replicas=1, per_replica_batch=event["batch_size"])  # replication_fields
             event.update(workers=1, worker_addresses="localhost:1,localhost:2", cluster_join_s=0.5)  # --workers
             event.update(slot=0, runs_at_once=2, shared_cores=1, visible_gpu="0")  # --parallel's placement
-            event.update(ray_node="6de08370", ray_node_ip="192.0.2.2", ray_host="vm")  # --ray's placement
+            event.update(ray_node="6de08370", ray_node_ip="192.0.2.2", ray_host="vm", ray_nodes="6de08370,6de08370")
             event.update(planned_steps=128, budget="2 epochs", target="val_accuracy=0.9", eval_every=32)
             event.update(rss_before_training_bytes=600 << 20)
             event.update(lr=0.001)
