@@ -19,7 +19,9 @@ window (`run_sweep` in this process: the runner and the one writer alone), to te
 with itself, and switches tabs; every GUI-thread call is timed, and a 10 ms heartbeat timer measures the
 longest gap the event loop saw (target: < 100 ms) and the GUI thread's own CPU time in its longest-working gap
 (time.thread_time: what the thread did, without the waits for a core a loaded machine adds; GIL waits behind a
-worker thread are not in it either, the wall gap has them). Timings vary with the machine's load; memory does not.
+worker thread are not in it either, the wall gap has them). Each step waits until the plots' slices are drawn
+(the refresher stops ticking) and the worker's figures are drawn, then settles. Timings vary with the machine's
+load; memory does not.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 BOUND_MIB_PER_RUN = 0.1
 STALL_TARGET_MS = 100.0
+DRAW_WAIT_S = 20.0  # --open: the most a step waits for the refresher's last tick (its slices of runs drawn)
 
 
 def soak(runs: int, every: int, tab: str, screenshot: str | None = None, size: str = "1440x900") -> int:
@@ -216,6 +219,11 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
                 app.processEvents()
                 time.sleep(0.002)
             timed.append((f"{name}: read and shown", 1000 * (time.perf_counter() - t)))
+        if window.refresher.active:  # the plots drawn a slice per tick: wait until the last one is drawn
+            while window.refresher.active and time.perf_counter() - t < DRAW_WAIT_S:
+                app.processEvents()
+                time.sleep(0.002)
+            timed.append((f"{name}: plots drawn", 1000 * (time.perf_counter() - t)))
         views = (window.summary, window.explanation, window.analysis)
         if any(figures_pending(v) for v in views):  # figures computed in the worker thread, drawn when back
             while any(figures_pending(v) for v in views):

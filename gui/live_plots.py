@@ -313,7 +313,8 @@ class LivePlots(SettledPlots, LiveCurves, LiveMarks, QWidget):
                 state = self._state(source, run, plot_id)
                 if self._drawn.get(key) == state:
                     continue
-                if deadline is not None and runs_drawn and plot_id != "epoch_split" and time.perf_counter() > deadline:
+                sliced = deadline is not None and runs_drawn and plot_id != "epoch_split"
+                if sliced and self.slice_full(plot_id, runs_drawn, deadline):
                     self.unfinished.add(plot_id)
                     break
                 runs_drawn += 1
@@ -342,16 +343,19 @@ class LivePlots(SettledPlots, LiveCurves, LiveMarks, QWidget):
             changed = changed or runs_changed
         if plot_id != "epoch_split":
             series = {name for name, spec in SERIES.items() if spec[0] == plot_id}
+            flush_start = time.perf_counter()
             points = self.finished.flush(series, self._group_item, self._remove_item)
+            self.note_flush(plot_id, runs_drawn, time.perf_counter() - flush_start)
             self.set_points[plot_id] = self.set_points.get(plot_id, 0) + points
             changed = changed or bool(points)
         view.sticky = sticky
         if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
-            view.x_upper = planned_epochs(self.sources)  # no empty epoch tick past the last one planned
+            view.x_upper = self.per_snapshot("epochs", lambda: planned_epochs(self.sources))  # no tick past the plan
         elif plot_id in ("loss_step", "loss_time"):
             # The x range goes straight to the planned end of the runs shown and stays there while they train:
             # growing with headroom, it changed (both axes' text and the grid redrawn) ~10 times a run.
-            view.x_upper = planned_x(self.sources, self._rows, self.loss_x if plot_id == "loss_step" else "wall_time")
+            x_axis = self.loss_x if plot_id == "loss_step" else "wall_time"
+            view.x_upper = self.per_snapshot(x_axis, lambda: planned_x(self.sources, self._rows, x_axis))
         if changed:
             sync_legend(item)
         if changed or refit:
