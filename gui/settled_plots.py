@@ -54,7 +54,10 @@ class SettledPlots:
         self._statuses = statuses
 
     def settle_key(self, sticky: bool) -> tuple:
-        return (self._snap_gen, self._drawn_gen, sticky)
+        """What a settled plot was drawn at. Beside the snapshot, each source's runs started or ended
+        (`summary_version`): a plot drawn without a new snapshot (a caller's own update_plot) sees a run's status."""
+        sweeps = tuple((source, id(data), data.summary_version, data.status) for source, data in self.sources.items())
+        return (self._snap_gen, self._drawn_gen, sticky, sweeps)
 
     def is_settled(self, plot_id: str, sticky: bool) -> bool:
         """True if this plot was drawn up to date at the current snapshot, table and mode, no restyle due."""
