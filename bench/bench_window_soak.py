@@ -27,11 +27,13 @@ load; memory does not.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -201,11 +203,22 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
         cpu_gaps.append(cpu - last[1])
         last[0], last[1] = now, cpu
 
+    collections: list[tuple[float, float]] = []  # (end, seconds) of each garbage collection on the GUI thread
+    began = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if threading.current_thread() is threading.main_thread():
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                collections.append((time.perf_counter(), time.perf_counter() - began[0]))
+
+    gc.callbacks.append(on_gc)
     heartbeat = QTimer()
     heartbeat.timeout.connect(beat)
     heartbeat.start(10)
     timed: list[tuple[str, float]] = []
-    stalls: list[tuple[str, float]] = []
+    stalls: list[tuple[str, float, float, float]] = []
 
     def call(name, fn, reader: str | None = None, after_s: float = 0.3) -> None:
         """Time fn (and, for a threaded read, until it is shown), then let the window settle for after_s;
@@ -231,7 +244,9 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
                 time.sleep(0.002)
             timed.append((f"{name}: figures computed and drawn", 1000 * (time.perf_counter() - t)))
         settle(after_s)
-        stalls.append((name, 1000 * max(gaps[first:], default=0.0) - 10, 1000 * max(cpu_gaps[first:], default=0.0)))
+        gc_ms = 1000 * max((d for end, d in collections if end >= t), default=0.0)
+        longest, cpu = 1000 * max(gaps[first:], default=0.0) - 10, 1000 * max(cpu_gaps[first:], default=0.0)
+        stalls.append((name, longest, cpu, gc_ms))
 
     def figures_pending(view) -> bool:
         return getattr(view, "computing", None) is not None or getattr(view, "drawing", False)
@@ -253,8 +268,12 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
     heartbeat.stop()
     for name, ms in timed:
         print(f"  {name:>24}: {ms:6.0f} ms (the call itself)")
-    for name, ms, cpu_ms in stalls:
-        print(f"  {name:>24}: longest heartbeat gap {ms:6.0f} ms; most GUI-thread CPU in one gap {cpu_ms:6.0f} ms")
+    gc.callbacks.remove(on_gc)
+    for name, ms, cpu_ms, gc_ms in stalls:
+        print(
+            f"  {name:>24}: longest heartbeat gap {ms:6.0f} ms; most GUI-thread CPU in one gap {cpu_ms:6.0f} ms; "
+            f"longest garbage collection {gc_ms:4.0f} ms"
+        )
     longest = 1000 * max(gaps) - 10
     print(f"longest heartbeat gap beyond its 10 ms: {longest:.0f} ms (target < {STALL_TARGET_MS:.0f})")
     print(f"most GUI-thread CPU time in one gap: {1000 * max(cpu_gaps):.0f} ms (the gap without waiting for a core)")
