@@ -20,7 +20,8 @@ with itself, and switches tabs; every GUI-thread call is timed, and a 10 ms hear
 longest gap the event loop saw (target: < 100 ms) and the GUI thread's own CPU time in its longest-working gap
 (time.thread_time: what the thread did, without the waits for a core a loaded machine adds; GIL waits behind a
 worker thread are not in it either, the wall gap has them). Each step waits until the plots' slices are drawn
-(the refresher stops ticking) and the worker's figures are drawn, then settles. Timings vary with the machine's
+(the refresher stops ticking) and the worker's figures are drawn, then settles; each step also prints its
+longest garbage collection on the GUI thread (gc.callbacks). Timings vary with the machine's
 load; memory does not.
 """
 
