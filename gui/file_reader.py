@@ -9,7 +9,6 @@ measured in docs/benchmarks.md ("Opening and comparing a 504-run file").
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -98,10 +97,6 @@ class FileReader(QObject):
         except Exception as e:  # noqa: BLE001 - a file h5py chokes on mid-way: still one line, never a dead thread
             self._emit(self._error, generation, path, f"{path} could not be read ({type(e).__name__}: {e})")
             return
-        # A full garbage collection here, before the sweep is shown: the read made ~10^5 objects, and the next
-        # full collection (a pass over all of them) otherwise fell on the GUI thread while the plots were drawn,
-        # 74-130 ms in one gap at 504 runs. Done here it is counted while "Reading runs…" is shown.
-        gc.collect()
         self._emit(self._done, generation, data)
 
     @staticmethod
