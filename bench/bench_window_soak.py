@@ -19,17 +19,22 @@ window (`run_sweep` in this process: the runner and the one writer alone), to te
 with itself, and switches tabs; every GUI-thread call is timed, and a 10 ms heartbeat timer measures the
 longest gap the event loop saw (target: < 100 ms) and the GUI thread's own CPU time in its longest-working gap
 (time.thread_time: what the thread did, without the waits for a core a loaded machine adds; GIL waits behind a
-worker thread are not in it either, the wall gap has them). Timings vary with the machine's load; memory does not.
+worker thread are not in it either, the wall gap has them). Each step waits until the plots' slices are drawn
+(the refresher stops ticking) and the worker's figures are drawn, then settles; each step also prints its
+longest garbage collection on the GUI thread (gc.callbacks). Timings vary with the machine's
+load; memory does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 BOUND_MIB_PER_RUN = 0.1
 STALL_TARGET_MS = 100.0
+DRAW_WAIT_S = 20.0  # --open: the most a step waits for the refresher's last tick (its slices of runs drawn)
 
 
 def soak(runs: int, every: int, tab: str, screenshot: str | None = None, size: str = "1440x900") -> int:
@@ -198,11 +204,22 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
         cpu_gaps.append(cpu - last[1])
         last[0], last[1] = now, cpu
 
+    collections: list[tuple[float, float]] = []  # (end, seconds) of each garbage collection on the GUI thread
+    began = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if threading.current_thread() is threading.main_thread():
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                collections.append((time.perf_counter(), time.perf_counter() - began[0]))
+
+    gc.callbacks.append(on_gc)
     heartbeat = QTimer()
     heartbeat.timeout.connect(beat)
     heartbeat.start(10)
     timed: list[tuple[str, float]] = []
-    stalls: list[tuple[str, float]] = []
+    stalls: list[tuple[str, float, float, float]] = []
 
     def call(name, fn, reader: str | None = None, after_s: float = 0.3) -> None:
         """Time fn (and, for a threaded read, until it is shown), then let the window settle for after_s;
@@ -216,6 +233,11 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
                 app.processEvents()
                 time.sleep(0.002)
             timed.append((f"{name}: read and shown", 1000 * (time.perf_counter() - t)))
+        if window.refresher.active:  # the plots drawn a slice per tick: wait until the last one is drawn
+            while window.refresher.active and time.perf_counter() - t < DRAW_WAIT_S:
+                app.processEvents()
+                time.sleep(0.002)
+            timed.append((f"{name}: plots drawn", 1000 * (time.perf_counter() - t)))
         views = (window.summary, window.explanation, window.analysis)
         if any(figures_pending(v) for v in views):  # figures computed in the worker thread, drawn when back
             while any(figures_pending(v) for v in views):
@@ -223,7 +245,9 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
                 time.sleep(0.002)
             timed.append((f"{name}: figures computed and drawn", 1000 * (time.perf_counter() - t)))
         settle(after_s)
-        stalls.append((name, 1000 * max(gaps[first:], default=0.0) - 10, 1000 * max(cpu_gaps[first:], default=0.0)))
+        gc_ms = 1000 * max((d for end, d in collections if end >= t), default=0.0)
+        longest, cpu = 1000 * max(gaps[first:], default=0.0) - 10, 1000 * max(cpu_gaps[first:], default=0.0)
+        stalls.append((name, longest, cpu, gc_ms))
 
     def figures_pending(view) -> bool:
         return getattr(view, "computing", None) is not None or getattr(view, "drawing", False)
@@ -245,8 +269,12 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
     heartbeat.stop()
     for name, ms in timed:
         print(f"  {name:>24}: {ms:6.0f} ms (the call itself)")
-    for name, ms, cpu_ms in stalls:
-        print(f"  {name:>24}: longest heartbeat gap {ms:6.0f} ms; most GUI-thread CPU in one gap {cpu_ms:6.0f} ms")
+    gc.callbacks.remove(on_gc)
+    for name, ms, cpu_ms, gc_ms in stalls:
+        print(
+            f"  {name:>24}: longest heartbeat gap {ms:6.0f} ms; most GUI-thread CPU in one gap {cpu_ms:6.0f} ms; "
+            f"longest garbage collection {gc_ms:4.0f} ms"
+        )
     longest = 1000 * max(gaps) - 10
     print(f"longest heartbeat gap beyond its 10 ms: {longest:.0f} ms (target < {STALL_TARGET_MS:.0f})")
     print(f"most GUI-thread CPU time in one gap: {1000 * max(cpu_gaps):.0f} ms (the gap without waiting for a core)")

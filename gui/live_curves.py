@@ -215,3 +215,13 @@ class LiveCurves:
             curve.scatter.setPen(pen, update=False)
             curve.scatter.setBrush(brush)
         curve.setZValue(10 if highlighted else 0)
+
+    def curve_count(self, plot_id: str) -> int:
+        """How many run curves with data this plot draws, own or in their group (tests, the screenshot script)."""
+        own = sum(
+            1
+            for (_s, _i, series), c in self._curves.items()
+            if SERIES[series][0] == plot_id and c.xData is not None and len(c.xData)
+        )
+        series = [s for s, spec in SERIES.items() if spec[0] == plot_id]
+        return own + sum(self.finished.runs(source, s) for source in self.sources for s in series)

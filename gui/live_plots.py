@@ -46,12 +46,13 @@ from batchlab.gui.plot_style import (
 )
 from batchlab.gui.refresh import PlotPacer
 from batchlab.gui.running_epoch_marks import FOLLOW_STEPS, PROVISIONAL, RunningEpochMarks
+from batchlab.gui.settled_plots import SettledPlots
 from batchlab.gui.step_envelope import StepEnvelope
 from batchlab.gui.sticky_view import StickyViewBox
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 
-class LivePlots(LiveCurves, LiveMarks, QWidget):
+class LivePlots(SettledPlots, LiveCurves, LiveMarks, QWidget):
     """Six plots in a grid, one curve per run and series; the Refresher brings them to its snapshots."""
 
     plot_ids = PLOT_ORDER
@@ -90,12 +91,13 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
             self.plots[plot_id].getPlotItem().addItem(anchor)
         self._memory_zero = anchor  # hidden while RSS baselines are drawn (see _label_memory)
         self._build_layout()
+        self.init_settled()
         self.sources: dict[str, SweepData] = {}
         self.loss_x = "step"
         self.log_x = False
         self._curves: dict[tuple[str, int, str], pg.PlotDataItem] = {}
         self._curve_content: dict[tuple[str, int, str], tuple] = {}  # (source, run, series) -> what it shows
-        self._drawn: dict[tuple[str, int, str], tuple] = {}  # (source, run, plot) -> (rows, status) drawn
+        self._drawn = {}  # (source, run, plot) -> (rows, status) drawn (gui/settled_plots.py)
         self._envelopes: dict[RunKey, StepEnvelope] = {}
         self.running = RunningEpochMarks(self.plots, colours)  # the running epoch's hollow markers
         self._snapshot: dict[RunKey, tuple[int, int, int]] = {}  # rows of (steps, epochs, evals) to draw
@@ -212,11 +214,13 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
 
     def take_snapshot(self) -> None:
         """Note how many rows each run has now: the plots and status_text() show this moment until the next."""
-        self._snapshot = {
+        snapshot = {
             (source, run.index): (len(run.steps), len(run.epochs), len(run.evals))
             for source, data in self.sources.items()
             for run in data.runs.values()
         }
+        self.note_snapshot(snapshot, {(s, r.index): r.status for s, d in self.sources.items() for r in d.runs.values()})
+        self._snapshot = snapshot
         self.position.note(self.sources.get("main"), self._main_steps)
         for source, data in self.sources.items():
             ended = [i for i, run in data.runs.items() if run.status not in ("pending", "running")]
@@ -258,7 +262,10 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
         """True while some plot has not drawn the current snapshot (or the current looks) yet."""
         if self.restyle_due:
             return True
+        sticky = bool(self.live())
         for plot_id in PLOT_ORDER:
+            if self.is_settled(plot_id, sticky):
+                continue
             for source, data in self.sources.items():
                 for run in data.runs.values():
                     if self._drawn.get((source, run.index, plot_id)) != self._state(source, run, plot_id):
@@ -285,6 +292,10 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
         self.unfinished.discard(plot_id)
         if not self.isVisible():
             return False
+        sticky = bool(self.live())
+        if self.is_settled(plot_id, sticky):  # drawn up to date, and nothing changed since: O(1), not O(runs)
+            return False
+        settle_key = self.settle_key(sticky)
         deadline = None if budget_s is None else time.perf_counter() + budget_s
         runs_drawn = 0  # at least one run per call, whatever the budget: every call makes progress
         restyled = self._restyle_plot(plot_id)  # new looks only: repainted, no new range
@@ -294,7 +305,6 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
         view = item.getViewBox()
         # While data arrives the range moves only when the data leaves it (gui/axis_range.py): the axes are
         # not regenerated every frame. Once the sweep is over, the plot fits its data exactly again.
-        sticky = bool(self.live())
         refit = view.sticky != sticky
         for source, data in self.sources.items():
             runs_changed = False
@@ -303,7 +313,8 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
                 state = self._state(source, run, plot_id)
                 if self._drawn.get(key) == state:
                     continue
-                if deadline is not None and runs_drawn and plot_id != "epoch_split" and time.perf_counter() > deadline:
+                sliced = deadline is not None and runs_drawn and plot_id != "epoch_split"
+                if sliced and self.slice_full(plot_id, runs_drawn, deadline):
                     self.unfinished.add(plot_id)
                     break
                 runs_drawn += 1
@@ -332,16 +343,19 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
             changed = changed or runs_changed
         if plot_id != "epoch_split":
             series = {name for name, spec in SERIES.items() if spec[0] == plot_id}
+            flush_start = time.perf_counter()
             points = self.finished.flush(series, self._group_item, self._remove_item)
+            self.note_flush(plot_id, runs_drawn, time.perf_counter() - flush_start)
             self.set_points[plot_id] = self.set_points.get(plot_id, 0) + points
             changed = changed or bool(points)
         view.sticky = sticky
         if PLOT_TABLE[plot_id] == "epochs" and plot_id != "epoch_split":
-            view.x_upper = planned_epochs(self.sources)  # no empty epoch tick past the last one planned
+            view.x_upper = self.per_snapshot("epochs", lambda: planned_epochs(self.sources))  # no tick past the plan
         elif plot_id in ("loss_step", "loss_time"):
             # The x range goes straight to the planned end of the runs shown and stays there while they train:
             # growing with headroom, it changed (both axes' text and the grid redrawn) ~10 times a run.
-            view.x_upper = planned_x(self.sources, self._rows, self.loss_x if plot_id == "loss_step" else "wall_time")
+            x_axis = self.loss_x if plot_id == "loss_step" else "wall_time"
+            view.x_upper = self.per_snapshot(x_axis, lambda: planned_x(self.sources, self._rows, x_axis))
         if changed:
             sync_legend(item)
         if changed or refit:
@@ -349,6 +363,7 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
             # the grid from inside it, and Qt paints the plot a second time.
             view.updateAutoRange()
             view.updateMatrix()
+        self.mark_settled(plot_id, settle_key)
         return changed or refit or restyled  # a refit to the data when the sweep ends changes the range shown
 
     def _prepare(self, plot_id: str) -> bool:
@@ -479,13 +494,3 @@ class LivePlots(LiveCurves, LiveMarks, QWidget):
         return self.position.text(self.sources.get("main"), self._main_steps)
 
     # ------------------------------------------------------------ selection and colours
-
-    def curve_count(self, plot_id: str) -> int:
-        """How many run curves with data this plot draws, own or in their group (tests, the screenshot script)."""
-        own = sum(
-            1
-            for (_s, _i, series), c in self._curves.items()
-            if SERIES[series][0] == plot_id and c.xData is not None and len(c.xData)
-        )
-        series = [s for s, spec in SERIES.items() if spec[0] == plot_id]
-        return own + sum(self.finished.runs(source, s) for source in self.sources for s in series)

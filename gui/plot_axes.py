@@ -14,8 +14,9 @@ from batchlab.gui.plot_style import (
     add_legend_below,
     let_title_shrink,
 )
-from PySide6.QtCore import QLineF, QRectF
+from PySide6.QtCore import QEvent, QLineF, QRectF
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen, QPicture
+from PySide6.QtWidgets import QApplication
 
 
 class Axis(pg.AxisItem):
@@ -266,4 +267,18 @@ def make_plot(
     if y_units == "MiB":
         item.getAxis("left").enableAutoSIPrefix(False)
     widget.setMinimumSize(PLOT_MIN_PX[0], PLOT_MIN_PX[1])
+    hold_scene_active(widget)
     return widget
+
+
+def hold_scene_active(widget: pg.PlotWidget) -> None:
+    """Keep the plot's scene active for good, so that showing its tab again paints it once, not three times.
+
+    A QGraphicsView sends its scene WindowActivate when it is shown and WindowDeactivate when hidden; the
+    scene passes the first activation (and the last deactivation) to its items, and every QGraphicsWidget
+    (the plot, its axes, view box and legend) calls update() on it. Those updates come back from the scene a
+    turn of the event loop after the view's first paint, one scene per turn, and repaint each plot twice more:
+    returning to the Live tab of a 504-run file painted each of its six plots three times. One activation of
+    our own, never taken back, keeps the scene's count above zero: the items' looks do not depend on it.
+    """
+    QApplication.sendEvent(widget.scene(), QEvent(QEvent.Type.WindowActivate))

@@ -56,7 +56,7 @@ class RefreshPolicy:
     event_batch_s: float = 0.05
     # A tick draws a plot's runs for at most about this long; the rest in the next ticks (a 500-run file's
     # plots took 1.7 s drawn at once). Not a cap on a live sweep: its runs' new rows are drawn well within it.
-    draw_budget_s: float = 0.03
+    draw_budget_s: float = 0.015
 
     def __post_init__(self):
         for name in ("tick_s", "frame_s", "table_interval_s", "event_batch_s", "draw_budget_s"):

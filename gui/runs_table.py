@@ -17,7 +17,7 @@ from batchlab.gui import theme
 from batchlab.gui.files import write_export
 from batchlab.gui.plot_style import BatchColours
 from batchlab.gui.summary_view import metric_value
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
@@ -55,8 +55,20 @@ SEED_COLUMN = 4  # shown only when the runs have more than one seed
 SWEEP_COLUMN_MAX_PX = 220  # longer sweep names are elided (the full name is in the tooltip)
 NUMBER_PAD_PX = 8  # room for a running run's numbers to grow a digit between column fits
 # Rows measured when all columns are fitted (rows come or go; the visible ones first): every row of a long
-# sweep took ~0.2 s at 60 runs; a column's numbers share their format, so a sample finds its width.
-FIT_ROWS = 64
+# sweep took ~0.2 s at 60 runs; a column's numbers share their format, so a sample finds its width. 64 rows took
+# 75-110 ms when a 504-run file was shown (Qt asks each cell for ~8 roles); a run that ends widens its columns itself.
+FIT_ROWS = 24
+# The roles data() answers; Qt's delegate asks for ~8 per cell (font, check state, ...): the others return at once.
+_ROLES = frozenset(
+    {
+        Qt.ItemDataRole.DisplayRole,
+        Qt.ItemDataRole.UserRole,
+        Qt.ItemDataRole.DecorationRole,
+        Qt.ItemDataRole.BackgroundRole,
+        Qt.ItemDataRole.ToolTipRole,
+        Qt.ItemDataRole.TextAlignmentRole,
+    }
+)
 STATUS_COLOURS = dict(theme.LIGHT.status_backgrounds)  # the window sets its theme's (set_status_colours)
 
 
@@ -171,7 +183,7 @@ class RunsModel(QAbstractTableModel):
         return None
 
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
+        if role not in _ROLES or not index.isValid():
             return None
         source, run = self._rows[index.row()]
         title, value_of, show = COLUMNS[index.column()]
@@ -260,7 +272,11 @@ class RunsTable(QTableView):
         self.horizontalHeader().setResizeContentsPrecision(FIT_ROWS)
         self.selectionModel().selectionChanged.connect(self._emit_selection)
         self.runs_model.modelReset.connect(self._emit_selection)
-        self.runs_model.modelReset.connect(self.fit_columns)
+        # A table of more than FIT_ROWS rows is fitted a turn of the event loop after its rows came: not in the
+        # same step as the rest of showing a 504-run file (the fit alone took 25-60 ms there).
+        self._fit_timer = QTimer(self, singleShot=True, interval=0)
+        self._fit_timer.timeout.connect(self.fit_columns)
+        self.runs_model.modelReset.connect(self._fit_after_reset)
         self.fit_columns()  # headers whole before the first row (an empty table cut "steady throughput (samples/s)")
 
     def set_status_colours(self, colours: dict[str, str]) -> None:
@@ -298,6 +314,12 @@ class RunsTable(QTableView):
             if width > header.sectionSize(column):
                 header.resizeSection(column, width)
 
+    def _fit_after_reset(self) -> None:
+        if self.runs_model.rowCount() > FIT_ROWS:
+            self._fit_timer.start()
+        else:
+            self.fit_columns()
+
     def fit_columns(self) -> None:
         """Size the columns to their contents and headers, the last one still filling the rest of the width.
 
@@ -314,6 +336,7 @@ class RunsTable(QTableView):
             header.resizeSection(column, header.sectionSize(column) + NUMBER_PAD_PX)
         header.resizeSection(SWEEP_COLUMN, min(header.sectionSize(SWEEP_COLUMN), SWEEP_COLUMN_MAX_PX))
         header.setStretchLastSection(True)
+        self._fit_timer.stop()  # fitted: a fit still due after a reset is done
 
     def selected_keys(self) -> set[RunKey]:
         rows = {self.proxy.mapToSource(i).row() for i in self.selectionModel().selectedRows()}
