@@ -22,22 +22,12 @@ from batchlab.core.sweep.runner import SweepRunner, run_sweep
 from batchlab.core.training.faults import INPUT_DELAY_ENV, WORKER_EXIT_ENV
 
 from tests.core.ray_session import local_ray
+from tests.core.test_multiworker import LOSS_TOLERANCE
+from tests.core.test_multiworker import SPEC as LOCAL_SPEC
 
-# Tolerance on each step's loss against one device at the same global batch: the two workers' float32 shares are
-# summed by a collective all-reduce in another order than one device sums the batch (tests/core/test_multiworker.py
-# measured 2.4e-7 for the same run with local workers; unequal shares weighted equally would differ by 2.7e-4).
-LOSS_TOLERANCE = 2e-5
-SPEC = {
-    "preset": "mnist-mlp",
-    "device": "cpu",
-    "samples": 251,
-    "val_samples": 64,
-    "epochs": 2,
-    "seeds": "0",
-    "shuffle": False,
-    "tf_threads": 1,
-    "ray": "local",
-}
+# The local two-worker test's run and tolerance (tests/core/test_multiworker.py: the all-reduce sums the workers'
+# float32 shares in another order than one device sums the batch), here with the workers placed by Ray.
+SPEC = {**LOCAL_SPEC, "ray": "local"}
 LOST_AFTER_STEP = 3  # run 1's worker 1 exits after this step
 
 
