@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from batchlab.gui.file_reader import emit_if_alive
 from PySide6.QtCore import QObject, Signal
 
 SWITCH_INTERVAL_S = 0.0002  # Python's thread switch interval while a job runs (default 0.005 s; see _work)
@@ -76,12 +77,7 @@ class FigureWorker(QObject):
             sys.setswitchinterval(interval)
         self._emit(self._done, view, version, result)
 
-    @staticmethod
-    def _emit(signal, *args) -> None:
-        try:
-            signal.emit(*args)
-        except RuntimeError:  # the window (and this object) was deleted while the job ran
-            pass
+    _emit = staticmethod(emit_if_alive)  # the window may be deleted while a job runs
 
     def _on_done(self, view: Any, version: object, result: object) -> None:
         if not self._closed:

@@ -21,6 +21,14 @@ from PySide6.QtCore import QObject, Signal
 PROGRESS_EVERY_S = 0.1  # a progress signal at most this often (s): more would only flood the event loop
 
 
+def emit_if_alive(signal, *args) -> None:
+    """Emit from a worker thread; nothing if the window (and the signal's object) was deleted meanwhile."""
+    try:
+        signal.emit(*args)
+    except RuntimeError:  # the object was deleted while the thread worked
+        pass
+
+
 class ReadCancelled(Exception):
     """A newer read (or cancel()) replaced this one; it stops after the run it is reading."""
 
@@ -99,12 +107,7 @@ class FileReader(QObject):
             return
         self._emit(self._done, generation, data)
 
-    @staticmethod
-    def _emit(signal, *args) -> None:
-        try:
-            signal.emit(*args)
-        except RuntimeError:  # the window (and this object) was deleted while the thread read
-            pass
+    _emit = staticmethod(emit_if_alive)  # the window may be deleted while the thread reads
 
     def _on_progress(self, generation: int, done: int, total: int, path: str) -> None:
         if generation == self._generation:
