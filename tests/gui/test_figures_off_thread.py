@@ -1,11 +1,15 @@
-"""A file's Summary, explanation and Analysis figures computed in a worker thread (gui/figure_worker.py), the live
+"""A file's Summary, explanation and Analysis figures computed off the GUI thread (gui/figure_worker.py: in a child
+forked by the worker thread on Linux, in the thread elsewhere), the live
 plots drawn and restyled a plot per tick (issue 30): the same numbers as on the GUI thread, a "computing" state
 instead of the last file's figures, stale results dropped, and only the curves whose looks changed restyled."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 
+import numpy as np
 import pytest
 from batchlab.core.analysis.analyse import analyse
 from batchlab.gui import summary_view
@@ -33,9 +37,18 @@ def _settled(w) -> bool:
     return all(v.computing is None and not v.drawing for v in views) and not w.refresher.active
 
 
-def _held_summary(monkeypatch) -> tuple[threading.Event, list]:
+def _same(a, b) -> None:
+    """a and b hold the same numbers, NaN equal to NaN (a result sent back from the child is a copy: its NaNs are
+    not the `math.nan` object that makes `==` true for a result computed here)."""
+    plain = dataclasses.asdict if dataclasses.is_dataclass(a) else (lambda x: x)
+    np.testing.assert_equal(plain(a), plain(b))
+
+
+def _held_summary(w, monkeypatch) -> tuple[threading.Event, list]:
     """The worker's summary jobs wait for the returned event (a 500-run summary, in slow motion); the list gets
-    each job's sweeps as it starts."""
+    each job's sweeps as it starts. The jobs run in the worker's thread: a forked child would wait for an event
+    of its own copy of this test."""
+    w.figure_worker.in_child = False
     go, started = threading.Event(), []
     real = summary_view.summary_figures
 
@@ -52,16 +65,19 @@ def test_figures_from_the_worker_equal_those_computed_on_the_gui_thread(main_win
     w = main_window
     path = write_run_file(tmp_path / "a.h5", batch_sizes=(16, 32, 64), seeds=(0, 1))
     _threaded_open(w, path)
-    jobs = w.figure_worker.jobs
+    jobs, children = w.figure_worker.jobs, w.figure_worker.children
     w.views.setCurrentWidget(w.summary_splitter)
     wait_until(lambda: _settled(w) and w.explanation.paragraphs, WAIT_S)
     w.views.setCurrentWidget(w.analysis)
     wait_until(lambda: _settled(w) and w.analysis.analysis is not None, WAIT_S)
-    assert w.figure_worker.jobs == jobs + 3  # summary, explanation, analysis: each computed in the thread
-    # one number, one place: what the thread computed is what the same functions give here
-    assert w.summary._figures[1] == summary_figures({"main": w.data})
+    assert w.figure_worker.jobs == jobs + 3  # summary, explanation, analysis: each computed off the GUI thread
+    if sys.platform.startswith("linux"):  # each in a forked child, none lost
+        assert (w.figure_worker.children, w.figure_worker.lost) == (children + 3, 0)
+    # one number, one place: what the child computed is what the same functions give here
+    for source, figures in summary_figures({"main": w.data}).items():
+        _same(w.summary._figures[1][source], figures)
     assert (w.explanation.paragraphs, "") == explanation_or_error(w.data, None)
-    assert w.analysis.figures == analysis_figures(w.data)
+    _same(w.analysis.figures, analysis_figures(w.data))
     assert w.analysis.analysis.recommendation == analyse(w.data, surface="window").recommendation
     for metric in METRICS:  # and what is drawn is those numbers: every ended run, at its own value
         expected = sorted(summary_view.metric_value(r, metric) for r in w.data.runs.values())
@@ -79,7 +95,7 @@ def test_the_summary_says_it_computes_and_shows_no_figures_of_the_last_file_mean
     w.views.setCurrentWidget(w.summary_splitter)
     wait_until(lambda: _settled(w), WAIT_S)
     assert w.summary.point_count("final_loss") == 2  # the first file's two runs
-    go, started = _held_summary(monkeypatch)
+    go, started = _held_summary(w, monkeypatch)
     _threaded_open(w, second)  # the summary is shown: its figures are asked for at once
     wait_until(lambda: started, WAIT_S)
     assert w.summary.computing is not None
@@ -101,7 +117,7 @@ def test_a_result_computed_for_a_file_no_longer_shown_is_dropped(main_window, tm
     w.read_in_thread = True
     w.views.setCurrentWidget(w.summary_splitter)
     wait_until(lambda: _settled(w), WAIT_S)  # (the summary of no sweep)
-    go, started = _held_summary(monkeypatch)
+    go, started = _held_summary(w, monkeypatch)
     drawn: list[int] = []  # the runs of each summary drawn
     real_steps = w.summary.draw_steps
     w.summary.draw_steps = lambda figures: (drawn.append(len(figures["main"].runs)), real_steps(figures))[1]
@@ -122,7 +138,7 @@ def test_closing_the_window_while_a_summary_is_computed_drops_it(main_window, tm
     path = write_run_file(tmp_path / "a.h5", batch_sizes=(16, 32), seeds=(0,))
     w.read_in_thread = True
     w.views.setCurrentWidget(w.summary_splitter)
-    go, started = _held_summary(monkeypatch)
+    go, started = _held_summary(w, monkeypatch)
     _threaded_open(w, path)
     wait_until(lambda: started, WAIT_S)
     w.close()

@@ -1,0 +1,119 @@
+"""The figures worker's forked child (gui/figure_worker.py, Linux): a job's result, its error, a child that dies
+or sends what cannot be sent, and the window closing while a child computes. In a worker thread alone a job
+starved the GUI thread of the GIL (a 500-run Summary froze the window 0.4 s); in a child it cannot."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import pytest
+from batchlab.gui.figure_worker import FigureWorker
+
+from tests.gui.conftest import wait_until
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="jobs run in a forked child on Linux")
+
+WAIT_S = 30
+
+
+class View:
+    """What the worker calls back on the GUI thread."""
+
+    shown = True
+
+    def __init__(self):
+        self.results: list = []
+        self.failures: list = []
+
+    def computed(self, version, result):
+        self.results.append((version, result))
+
+    def compute_failed(self, version, message):
+        self.failures.append((version, message))
+
+    def compute_skipped(self, version):  # pragma: no cover - every view here is shown
+        raise AssertionError("skipped")
+
+
+@pytest.fixture
+def worker(qapp):
+    w = FigureWorker()
+    yield w
+    w.shutdown()
+
+
+def _run(worker, job, version=1) -> View:
+    view = View()
+    worker.submit(view, version, job)
+    wait_until(lambda: view.results or view.failures, WAIT_S)
+    return view
+
+
+def test_a_job_runs_in_a_child_and_its_result_comes_back_whole(worker):
+    view = _run(worker, lambda: {"pid": os.getpid(), "loss": [0.5, math.nan], "text": "batch 64"}, version=7)
+    [(version, result)] = view.results
+    assert version == 7
+    assert result["pid"] != os.getpid()  # computed in another process
+    assert result["loss"][0] == 0.5 and math.isnan(result["loss"][1]) and result["text"] == "batch 64"
+    assert (worker.children, worker.lost) == (1, 0)
+
+
+def test_a_job_that_raises_in_the_child_is_a_failure_naming_the_error(worker):
+    def job():
+        raise ValueError("no steady epoch")
+
+    view = _run(worker, job)
+    assert view.failures == [(1, "ValueError: no steady epoch")]
+    assert view.results == [] and worker.lost == 0
+
+
+def test_a_child_that_dies_or_cannot_send_its_result_leaves_the_job_to_the_thread(worker):
+    parent = os.getpid()
+
+    def dies():
+        if os.getpid() != parent:
+            os._exit(3)  # as a crash would: no result written
+        return "from the thread"
+
+    view = _run(worker, dies)
+    assert view.results == [(1, "from the thread")] and worker.lost == 1
+
+    view = _run(worker, lambda: lambda: "a function is not sent")  # not picklable: the thread's result
+    [(_, result)] = view.results
+    assert result() == "a function is not sent" and worker.lost == 2
+
+
+def test_the_child_holds_none_of_the_windows_descriptors(worker):
+    """A pipe the window holds (a run's child waiting for its end, say) is closed in the figures child."""
+    read_fd, write_fd = os.pipe()
+    try:
+
+        def open_in_child(fd=write_fd):
+            try:
+                os.fstat(fd)
+            except OSError:
+                return False
+            return True
+
+        assert open_in_child()  # open here
+        view = _run(worker, open_in_child)
+        assert view.results == [(1, False)]
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_closing_kills_a_child_that_is_still_computing(worker):
+    parent = os.getpid()
+    view = View()
+    worker.submit(view, 1, lambda: time.sleep(600 if os.getpid() != parent else 0))
+    wait_until(lambda: worker._child is not None, WAIT_S)
+    child = worker._child
+    worker.shutdown()
+    wait_until(lambda: worker._child is None, WAIT_S)  # killed and reaped by the worker thread
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # no such process: gone
+    assert view.results == [] and view.failures == []  # the closed window hears nothing
