@@ -7,7 +7,6 @@ timer. Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from batchlab.gui import theme as themes
 from batchlab.gui.actions import build_actions
 from batchlab.gui.figure_worker import FigureWorker
 from batchlab.gui.files import RecentFiles, RunFileFollower
+from batchlab.gui.heap import freeze_long_lived, refreeze, thaw
 from batchlab.gui.max_batch import MaxBatchDialog, with_largest_batch
 from batchlab.gui.plot_style import BatchColours, configure_pyqtgraph, set_plot_colours
 from batchlab.gui.refresh import Refresher, RefreshPolicy, SummaryViews
@@ -119,6 +119,7 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.table.selection_changed.connect(self._on_selection)
         self._restore_settings()
         self._update_actions()
+        freeze_long_lived()  # the window's ~92,000 objects out of the collector's full passes (gui/heap.py)
 
     # ------------------------------------------------------------ layout
 
@@ -199,11 +200,9 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.status_label.setText("Checking data and model (starting TensorFlow in a child process)…")
         self.progress_bar.setValue(0)
         self.progress_bar.setVisible(True)
-        # Everything alive now (Qt wrappers, pyqtgraph items, modules: ~80k objects) lives through the
-        # sweep. Collect once, then freeze it, so that a full collection mid-sweep walks only what the
-        # sweep allocates: a full pass over all of it took 38 ms idle and ~90 ms while training ran.
-        gc.collect()
-        gc.freeze()
+        # Everything alive now (Qt wrappers, pyqtgraph items, modules) lives through the sweep: frozen, a full
+        # collection mid-sweep walks only what the sweep allocates (gui/heap.py)
+        refreeze()
         self.worker.start()
         self.refresher.start()
         self._update_actions()
@@ -269,7 +268,7 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         worker = self.worker
         self._worker_done = True
         self._take_events()  # nothing is lost at the end: every event is handled before the last frame
-        gc.unfreeze()  # what start_sweep froze may become garbage now (replaced curves, old data)
+        refreeze()  # what died during the sweep collected once, the rest frozen again (gui/heap.py)
         self.refresher.drain()  # the timer stops once every plot has caught up, one plot per tick
         status = worker.status if worker is not None else None
         self.progress_bar.setVisible(False)
@@ -472,4 +471,5 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.follower.stop()
         self.compare_follower.stop()
         self.save_settings()
+        thaw()
         event.accept()

@@ -45,9 +45,9 @@ def test_tiny_sweep_runs_from_the_window_and_fills_curves_and_table(tiny_sweep):
     assert window.actions["run"].isEnabled() and not window.actions["stop"].isEnabled()
     assert window.recent.paths()[0].endswith("tiny.h5")
     assert not window.progress_bar.isVisible()
-    # the window's long-lived objects were kept out of the collector's way during the sweep, and
-    # handed back afterwards so that replaced curves and data can be collected
-    assert seen["frozen_during"] > 10_000 and seen["frozen_after"] == 0
+    # the window's long-lived objects were kept out of the collector's way during the sweep, and again after
+    # it (once what died during it was collected: gui/heap.refreeze, tests/gui/test_heap.py)
+    assert seen["frozen_during"] > 10_000 and seen["frozen_after"] > 10_000
 
 
 def test_tiny_sweep_keeps_tensorflow_out_of_the_gui_process(tiny_sweep, request):
