@@ -74,10 +74,32 @@ def soak(runs: int, every: int, tab: str, screenshot: str | None = None, size: s
     print(f"longest GUI-thread step: {max(s.longest_ms for s in samples):.0f} ms")
     items = {name: len(w.getPlotItem().items) for name, w in window.live.plots.items()}
     print(f"live plot items at the end: {items}")
+    caught_up(app, window, tab)
     if screenshot:
         take_screenshots(app, window, screenshot, size)
     window.close()
     return 0 if beyond <= BOUND_MIB_PER_RUN else 1
+
+
+def caught_up(app, window, tab: str) -> None:
+    """A shown Summary or Analysis computes a live sweep's figures off the GUI thread (gui/figure_worker.py): say
+    how many jobs ran there and how long after the stream its figures showed every run."""
+    view = {"summary_splitter": window.summary, "analysis": window.analysis}.get(tab)
+    if view is None:
+        return
+    t0 = time.monotonic()
+    view.refresh(force=False)
+    while time.monotonic() - t0 < 60 and not (
+        view.computing is None and not view.drawing and view._figures and view._figures[0] == view.data_version()
+    ):
+        app.processEvents()
+        time.sleep(0.005)
+    worker = window.figure_worker
+    where = "forked children" if worker.in_child else "the worker thread"
+    print(
+        f"the {tab} figures: {worker.jobs} jobs in {where} ({worker.lost} lost), drawn with every run "
+        f"{time.monotonic() - t0:.2f} s after the stream's end"
+    )
 
 
 def take_screenshots(app, window, path: str, size: str) -> None:

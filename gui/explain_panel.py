@@ -69,6 +69,9 @@ class ExplanationPanel(MainSweepView):
         compare = self.compare.summary_version if self.compare is not None else -1
         return (super().data_version(), compare)
 
+    def data_ids(self) -> object:
+        return (id(self.data), id(self.compare))
+
     def figures_job(self) -> Callable[[], tuple[list[str], str]]:
         data, compare = self.data, self.compare
         return lambda: explanation_or_error(data, compare)

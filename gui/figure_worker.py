@@ -1,26 +1,30 @@
 """Computing a view's figures off the GUI thread: the Summary's, the explanation's and the Analysis tab's of a
-500-run file took 0.3-1.7 s each on the GUI thread.
+500-run file took 0.3-1.7 s each on the GUI thread, and a live sweep's Summary grew by ~1.3 ms per run at every
+run's end (318 ms at 240 runs).
 
-What runs off the GUI thread is pure: core/ functions (core/analysis, core/aggregate: numpy, no Qt) over a sweep
-that nothing changes while they run (a file read, not a live sweep: the window computes a live sweep's figures
-on the GUI thread). The view then draws the result on the GUI thread. One number, one place: the job is the
-same function the view calls when it computes on the GUI thread (RunChangeView.figures_job).
+What runs off the GUI thread is pure: core/ functions (core/analysis, core/aggregate: numpy, no Qt). The view
+then draws the result on the GUI thread. One number, one place: the job is the same function the view calls when
+it computes on the GUI thread (RunChangeView.figures_job).
 
-Where the job runs. In a worker thread alone, the job held the interpreter (the GIL) while the GUI thread
-painted, and the GUI thread lost: numpy's sorts and partitions (np.isin, np.median) let go of the GIL and take it
-back thousands of times a second, and CPython then never asks the worker to hand it over (a switch happened),
-so each of the GUI thread's returns from Qt into Python waited. Switching to a 500-run file's Summary froze the
-window 0.4 s of which the GUI thread worked 0.06 s; a shorter switch interval did not help. So on Linux the
-worker thread forks a child process for each job (os.fork: ~10 ms for a 500 MB window; the child shares the
-sweep's pages copy-on-write, nothing is copied or sent), the child runs the job and writes its result back
-through a pipe (pickled: BatchLab's own in-memory figures between its own processes, never a user's file), and
-exits with os._exit (no Qt, no cleanup). The child has only the forking thread and runs only numpy and core/
-code; it never touches Qt, HDF5 or a lock another thread may have held at the fork. Elsewhere (macOS's
-frameworks are not fork-safe, Windows has no fork), or if a child dies without a result, the job runs in the
-worker thread as before.
+Where the job runs. In a worker thread, the job held the interpreter (the GIL) while the GUI thread painted, and
+the GUI thread lost: numpy's sorts and partitions (np.isin, np.median) let go of the GIL and take it back
+thousands of times a second, and CPython then never asks the worker to hand it over (a switch happened), so each
+of the GUI thread's returns from Qt into Python waited. Switching to a 500-run file's Summary froze the window
+0.4 s of which the GUI thread worked 0.06 s; a shorter switch interval did not help. So on Linux the GUI thread
+forks a child process for each job when it asks for it (os.fork: ~10 ms for a 500 MB window; the child sees the
+data copy-on-write as it was at the fork, nothing is copied or sent, and what the GUI thread changes afterwards
+is not seen: a live sweep's data can be handed over too). The child runs the job, writes its result back through
+a pipe (pickled: BatchLab's own in-memory figures between its own processes, never a user's file) and leaves
+with os._exit (no Qt, no cleanup); a collecting thread waits for it. The child has only the forking thread and
+runs only numpy and core/ code; it never touches Qt, HDF5 or a lock another thread may have held at the fork,
+and it closes every descriptor but its pipe first (a run's pipes stay the window's alone). Elsewhere (macOS's
+frameworks are not fork-safe, Windows has no fork) the job runs in a worker thread, for a file only (a live
+sweep's figures are then computed on the GUI thread). A child that ends without a result (it crashed, or its
+result could not be sent) is a failure: the view computes on the GUI thread.
 
 Results come back through a queued signal, tagged with the view and the data version they were computed
-for; the view drops a result whose version is no longer its data's (another file opened, a run ended).
+for; the view drops a result whose version is no longer its data's (another file opened), or, for a live sweep,
+draws it and asks again for the newest.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from batchlab.gui.file_reader import emit_if_alive
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 IN_CHILD = sys.platform.startswith("linux")  # where a job runs in a forked child (see the module's docstring)
 SWITCH_INTERVAL_S = 0.0002  # Python's thread switch interval while a job runs in the thread (default 0.005 s)
@@ -46,14 +50,19 @@ warnings.filterwarnings("ignore", message=r".*multi-threaded, use of fork\(\)", 
 
 
 class FigureWorker(QObject):
-    """One worker thread for the views' figures; jobs run in the order they were asked.
+    """Computes the views' figures off the GUI thread.
 
-    `submit(view, version, job)` runs `job()` (in a forked child where `in_child`, else in the thread) and calls
-    `view.computed(version, result)` on the GUI thread (or `view.compute_failed(version, message)` if the job
-    raised). A view asks again when its data changed; the result of an older request is dropped by the view (its
-    version differs). A job whose view is hidden (`view.shown` False) when its turn comes is not run
-    (`view.compute_skipped(version)`): the view asks again when it is shown, and a user who went on to another
-    tab does not wait for it.
+    `submit(view, version, job)` runs `job()` and calls `view.computed(version, result)` on the GUI thread (or
+    `view.compute_failed(version, message)` if the job raised, or its child ended without a result: the view then
+    computes on the GUI thread). A view asks again when its data changed; the result of an older request is
+    dropped by the view (its version differs).
+
+    Where `in_child` (Linux), `submit` forks the child there and then, on the GUI thread: the child computes on a
+    snapshot of the data as it was at that moment (`snapshots`), so a live sweep's figures are computed off the
+    GUI thread too (the GUI thread is what changes a live sweep's data, and it is not changing it while it forks).
+    A collecting thread waits for each child's result. Elsewhere, one worker thread runs the jobs in the order
+    they were asked, and a job whose view is hidden (`view.shown` False) when its turn comes is not run
+    (`view.compute_skipped(version)`): the view asks again when it is shown.
     """
 
     _done = Signal(object, object, object)  # view, version, result
@@ -63,79 +72,97 @@ class FigureWorker(QObject):
     def __init__(self, parent: QObject | None = None, in_child: bool = IN_CHILD):
         super().__init__(parent)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batchlab-figures")
+        # one thread per view's child at most (Summary, explanation, Analysis), waiting on its pipe
+        self._collectors = ThreadPoolExecutor(max_workers=3, thread_name_prefix="batchlab-figures-wait")
         self._closed = False
         self.in_child = in_child  # False: jobs run in the thread (tests whose jobs talk to the test)
         self.jobs = 0  # jobs submitted (tests)
         self.children = 0  # jobs whose result came from a forked child (tests)
-        self.lost = 0  # children that ended without a result (their job then ran in the thread)
-        self._child: int | None = None  # the running child's pid
-        self._child_lock = threading.Lock()
+        self.lost = 0  # children that ended without a result (their view computed on the GUI thread)
+        self._children: set[int] = set()  # the running children's pids
+        self._children_lock = threading.Lock()
         self._done.connect(self._on_done)
         self._failed.connect(self._on_failed)
         self._skipped.connect(self._on_skipped)
+
+    @property
+    def snapshots(self) -> bool:
+        """True where a job computes on the data as it was when submitted (a forked child), whatever the GUI
+        thread changes afterwards: then a live sweep's figures may be computed off the GUI thread too."""
+        return self.in_child
 
     def submit(self, view: Any, version: object, job: Callable[[], object]) -> None:
         if self._closed:
             return
         self.jobs += 1
-        self._executor.submit(self._work, view, version, job)
+        if not self.in_child:
+            self._executor.submit(self._work, view, version, job)
+            return
+        child = self._fork(job)
+        if child is None:  # no process to be had (memory, a process limit): the view computes it here, later
+            QTimer.singleShot(0, self, lambda: self._on_failed(view, version, "no process for the figures"))
+            return
+        self._collectors.submit(self._collect, view, version, *child)
 
     def shutdown(self) -> None:
-        """The window closes: jobs not started are dropped, a running child is killed (a job running in the
+        """The window closes: jobs not started are dropped, running children are killed (a job running in the
         thread ends on its own, its result unseen)."""
         self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
-        with self._child_lock:
-            if self._child is not None:
-                os.kill(self._child, signal.SIGKILL)  # not reaped yet (a zombie at worst): the pid is still its
+        self._collectors.shutdown(wait=False, cancel_futures=True)
+        with self._children_lock:
+            for pid in self._children:
+                os.kill(pid, signal.SIGKILL)  # not reaped yet (a zombie at worst): the pid is still its
 
     def _work(self, view: Any, version: object, job: Callable[[], object]) -> None:
+        """The thread's way (no fork): the job here, unless its view was hidden before its turn."""
         if self._closed:
             return
         if not getattr(view, "shown", True):  # its tab was left before the job's turn: computed when shown again
             self._emit(self._skipped, view, version)
             return
-        outcome = self._in_child(job) if self.in_child else None
-        if outcome is None:
-            if self._closed:
-                return
-            outcome = _in_thread(job)
-        kind, value = outcome
-        if kind == "done":
-            self._emit(self._done, view, version, value)
-        else:
-            self._emit(self._failed, view, version, value)
+        self._send(view, version, _in_thread(job))
 
-    def _in_child(self, job: Callable[[], object]) -> tuple[str, Any] | None:
-        """The job's ("done", result) or ("failed", message) from a forked child; None if the child ended
-        without one (killed, crashed, or a result that cannot be sent)."""
+    def _fork(self, job: Callable[[], object]) -> tuple[int, int] | None:
+        """(pid, the pipe's read end) of a child forked to run the job; None if it could not be forked."""
         read_fd, write_fd = os.pipe()
-        with self._child_lock:
-            if self._closed:
-                os.close(read_fd)
-                os.close(write_fd)
-                return None
+        try:
             pid = os.fork()
-            if pid == 0:  # the child: this thread alone; it never returns
-                _child_main(job, read_fd, write_fd)
-            self._child = pid
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            return None
+        if pid == 0:  # the child: this thread alone; it never returns
+            _child_main(job, read_fd, write_fd)
         os.close(write_fd)
+        with self._children_lock:
+            self._children.add(pid)
+        return pid, read_fd
+
+    def _collect(self, view: Any, version: object, pid: int, read_fd: int) -> None:
+        """In a collecting thread: the child's outcome, once it has written it and exited."""
         try:
             with os.fdopen(read_fd, "rb") as pipe:
                 payload = pipe.read()  # until the child exits (the read lets go of the GIL)
         finally:
-            with self._child_lock:
+            with self._children_lock:
                 os.waitpid(pid, 0)
-                self._child = None
+                self._children.discard(pid)
         try:
             outcome = pickle.loads(payload) if payload else None
         except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
             outcome = None
         if not (isinstance(outcome, tuple) and len(outcome) == 2 and outcome[0] in ("done", "failed")):
-            self.lost += 1
-            return None
-        self.children += 1
-        return outcome
+            self.lost += 1  # killed, crashed, or a result that could not be sent
+            outcome = ("failed", "the figures process ended without a result")
+        else:
+            self.children += 1
+        if not self._closed:
+            self._send(view, version, outcome)
+
+    def _send(self, view: Any, version: object, outcome: tuple[str, Any]) -> None:
+        kind, value = outcome
+        self._emit(self._done if kind == "done" else self._failed, view, version, value)
 
     _emit = staticmethod(emit_if_alive)  # the window may be deleted while a job runs
 
@@ -153,9 +180,9 @@ class FigureWorker(QObject):
 
 
 def _in_thread(job: Callable[[], object]) -> tuple[str, Any]:
-    """The job in this (the worker) thread. It is mostly Python, so it holds the GIL; each time the GUI thread
-    calls back into Python (every paint and boundingRect of a plot item) it waits up to the switch interval for
-    it: 5 ms by default. Shorter while the job runs."""
+    """The job in this (the worker) thread, where there is no fork. It is mostly Python, so it holds the GIL;
+    each time the GUI thread calls back into Python (every paint and boundingRect of a plot item) it waits up to
+    the switch interval for it: 5 ms by default. Shorter while the job runs."""
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
     try:

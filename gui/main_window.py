@@ -96,12 +96,14 @@ class MainWindow(WindowLayout, WindowChrome, FileActionsMixin, QMainWindow):
         self.compare_follower = RunFileFollower(self)
         self.compare_follower.loaded.connect(lambda d: self._show_sweep(d, "compare"))
         self._make_readers()
-        # The Summary's, explanation's and Analysis tab's figures of a file are computed in a worker thread
-        # (gui/figure_worker.py); a live sweep's on the GUI thread, since the sweep changes its data meanwhile.
+        # The Summary's, explanation's and Analysis tab's figures are computed off the GUI thread
+        # (gui/figure_worker.py): a live sweep's too where the worker computes on a snapshot (a forked child),
+        # else only a file's (the sweep would change its data meanwhile).
         self.figure_worker = FigureWorker(self)
         for view in (self.summary, self.explanation, self.analysis):
             view.worker = self.figure_worker
-            view.offload = lambda: self.read_in_thread and not self.running
+            view.offload = lambda: self.read_in_thread and (not self.running or self.figure_worker.snapshots)
+            view.live = lambda: self.running
         self.live.on_shown = self._draw_live_in_slices
         self.live.draw_in_slices = lambda: self.read_in_thread and self._draw_live_in_slices()
         self._ran: SweepData | None = None  # the sweep this window ran last (its data, live then kept)

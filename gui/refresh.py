@@ -153,9 +153,12 @@ class RunChangeView(QWidget):
     A subclass says what it draws from (`data_version`: changes when a run starts or ends, e.g. a sweep's
     summary_version) and how it draws: either `redraw()` alone, or split in two, `figures_job()` (a callable
     that computes the figures from the data, Qt-free) and `draw(figures)` (the GUI side). A split view with a
-    `worker` (gui/figure_worker.py) computes its figures in the worker's thread when `offload()` says the
-    data is not being fed (a file, not a live sweep), showing `show_computing()` meanwhile, never the last
-    data's figures; `refresh(force=True)` always computes here, now (a full refresh, an export, tests).
+    `worker` (gui/figure_worker.py) computes its figures off the GUI thread when `offload()` says so (a file;
+    a live sweep too where the worker computes on a snapshot), showing `show_computing()` meanwhile, never
+    another sweep's figures. While `live()` (a sweep runs) the figures of that same sweep stay drawn until the
+    newer ones come, one job at a time: a result that came back after more runs ended is drawn, then the
+    figures of the sweep as it is now are asked for. `refresh(force=True)` always computes here, now (a full
+    refresh, an export, tests).
     `invalidate()` draws again now (new data, theme, selection: the figures are kept when their data is).
     """
 
@@ -166,11 +169,20 @@ class RunChangeView(QWidget):
         self.computing: object = None  # the data version whose figures the worker computes (None: none)
         self.worker = None  # a FigureWorker: set by the window
         self.offload: Callable[[], bool] = lambda: False  # True where the worker may compute (the window's rule)
+        # True while the data is a live sweep's computed by the worker (see `refresh`): the window's rule
+        self.live: Callable[[], bool] = lambda: False
+        self._figures_of: object = None  # data_ids() of the figures in _figures
+        self._computing_of: object = None  # data_ids() of the figures being computed
         self.shown = False  # between showEvent and hideEvent (read by the worker's thread: a plain attribute)
         self.drawing = False  # the worker's figures are being drawn, a part per turn of the event loop
 
     def data_version(self) -> object:
         raise NotImplementedError
+
+    def data_ids(self) -> object:
+        """Which data objects the view draws from (not their versions): a live sweep's figures stay drawn while
+        newer ones are computed only while it is the same sweep."""
+        return None
 
     def figures_job(self) -> Callable[[], object] | None:
         """A callable computing the figures from the data as it is now (it may run in a worker thread, so it
@@ -192,7 +204,7 @@ class RunChangeView(QWidget):
         """Compute and draw now, on this thread."""
         job = self.figures_job()
         version = self.data_version()
-        self._figures = (version, job())
+        self._figures, self._figures_of = (version, job()), self.data_ids()
         self.draw(self._figures[1])
 
     def invalidate(self) -> None:
@@ -223,24 +235,35 @@ class RunChangeView(QWidget):
             self._drawn_version = version
             self.redraw()
             return
-        if self.computing != version:
-            self.computing = version
+        if self.computing == version:
+            return
+        ids = self.data_ids()
+        keep = self.live() and self._figures is not None and self._figures_of == ids
+        if keep and self.computing is not None:
+            return  # a live sweep: one job at a time; when it comes back it is drawn and the newest asked for
+        self.computing, self._computing_of = version, ids
+        if not keep:  # never another sweep's figures (a live sweep's last ones stay until the new come)
             self._drawn_version = None
             self.show_computing()
-            self.worker.submit(self, version, job)
+        self.worker.submit(self, version, job)
 
     def computed(self, version: object, figures: object) -> None:
-        """The worker's figures for `version` (GUI thread): drawn if they are still the data's, else dropped."""
+        """The worker's figures for `version` (GUI thread): drawn if they are still the data's, else dropped; a
+        live sweep's are drawn even if runs ended since (they are newer than those drawn), then the figures of
+        the data as it is now are asked for."""
         if version != self.computing:
             return  # a newer request, or one computed here since
         self.computing = None
-        if version != self.data_version():
+        current = version == self.data_version()
+        if not current and not (self.live() and self._computing_of == self.data_ids()):
             self.refresh(force=False)  # the data changed meanwhile: ask for the figures of what it is now
             return
-        self._figures = (version, figures)
+        self._figures, self._figures_of = (version, figures), self._computing_of
         if self.isVisible():
             self._drawn_version = version
             self._draw_stepwise(version, self.draw_steps(figures))
+        if not current:
+            self.refresh(force=False)
 
     def _draw_stepwise(self, version: object, steps: list[Callable[[], None]]) -> None:
         """One part now, the next in the next turn of the event loop, while `version` is still what is drawn
@@ -292,6 +315,9 @@ class MainSweepView(RunChangeView):
 
     def data_version(self) -> object:
         return self.data.summary_version if self.data is not None else -1
+
+    def data_ids(self) -> object:
+        return id(self.data)
 
 
 class TableView(Protocol):

@@ -163,6 +163,9 @@ class SummaryView(RunChangeView):
     def data_version(self) -> object:
         return {s: d.summary_version for s, d in self.sources.items()}
 
+    def data_ids(self) -> object:
+        return {s: id(d) for s, d in self.sources.items()}
+
     def figures_job(self) -> Callable[[], dict[str, SourceFigures]]:
         sources = dict(self.sources)
         return lambda: summary_figures(sources)

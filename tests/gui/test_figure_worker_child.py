@@ -70,20 +70,27 @@ def test_a_job_that_raises_in_the_child_is_a_failure_naming_the_error(worker):
     assert view.results == [] and worker.lost == 0
 
 
-def test_a_child_that_dies_or_cannot_send_its_result_leaves_the_job_to_the_thread(worker):
-    parent = os.getpid()
+def test_a_child_that_dies_or_cannot_send_its_result_is_a_failure_the_view_recomputes(worker):
+    """The view's compute_failed computes on the GUI thread (RunChangeView): nothing is lost."""
 
     def dies():
-        if os.getpid() != parent:
-            os._exit(3)  # as a crash would: no result written
-        return "from the thread"
+        os._exit(3)  # as a crash would: no result written
 
     view = _run(worker, dies)
-    assert view.results == [(1, "from the thread")] and worker.lost == 1
+    assert view.failures == [(1, "the figures process ended without a result")] and worker.lost == 1
 
-    view = _run(worker, lambda: lambda: "a function is not sent")  # not picklable: the thread's result
-    [(_, result)] = view.results
-    assert result() == "a function is not sent" and worker.lost == 2
+    view = _run(worker, lambda: (lambda: "a function is not sent"))  # not picklable
+    assert view.failures == [(1, "the figures process ended without a result")] and worker.lost == 2
+
+
+def test_the_child_computes_on_the_data_as_it_was_when_asked(worker):
+    """What the GUI thread changes after asking (a live sweep's next run) is not in the child's result."""
+    data = {"runs": [1, 2]}
+    view = View()
+    worker.submit(view, 1, lambda: (time.sleep(0.2), list(data["runs"]))[1])
+    data["runs"].append(3)  # a run ended meanwhile
+    wait_until(lambda: view.results, WAIT_S)
+    assert view.results == [(1, [1, 2])]
 
 
 def test_the_child_holds_none_of_the_windows_descriptors(worker):
@@ -107,13 +114,11 @@ def test_the_child_holds_none_of_the_windows_descriptors(worker):
 
 
 def test_closing_kills_a_child_that_is_still_computing(worker):
-    parent = os.getpid()
     view = View()
-    worker.submit(view, 1, lambda: time.sleep(600 if os.getpid() != parent else 0))
-    wait_until(lambda: worker._child is not None, WAIT_S)
-    child = worker._child
+    worker.submit(view, 1, lambda: time.sleep(600))
+    [child] = worker._children
     worker.shutdown()
-    wait_until(lambda: worker._child is None, WAIT_S)  # killed and reaped by the worker thread
+    wait_until(lambda: not worker._children, WAIT_S)  # killed and reaped by its collecting thread
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # no such process: gone
     assert view.results == [] and view.failures == []  # the closed window hears nothing
