@@ -79,7 +79,7 @@ def test_a_child_that_dies_or_cannot_send_its_result_is_a_failure_the_view_recom
     view = _run(worker, dies)
     assert view.failures == [(1, "the figures process ended without a result")] and worker.lost == 1
 
-    view = _run(worker, lambda: (lambda: "a function is not sent"))  # not picklable
+    view = _run(worker, lambda: lambda: "a function is not sent")  # not picklable
     assert view.failures == [(1, "the figures process ended without a result")] and worker.lost == 2
 
 
