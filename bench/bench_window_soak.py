@@ -98,8 +98,12 @@ def caught_up(app, window, tab: str) -> None:
     where = "forked children" if worker.in_child else "the worker thread"
     print(
         f"the {tab} figures: {worker.jobs} jobs in {where} ({worker.lost} lost), drawn with every run "
-        f"{time.monotonic() - t0:.2f} s after the stream's end"
+        f"{time.monotonic() - t0:.2f} s after the stream's end; {fork_line(window)}"
     )
+
+
+def fork_line(window) -> str:
+    return f"longest fork on the GUI thread {1000 * window.figure_worker.longest_fork_s:.1f} ms"
 
 
 def take_screenshots(app, window, path: str, size: str) -> None:
@@ -301,6 +305,7 @@ def open_and_compare(runs: int, existing: str | None = None) -> int:
     print(f"longest heartbeat gap beyond its 10 ms: {longest:.0f} ms (target < {STALL_TARGET_MS:.0f})")
     print(f"most GUI-thread CPU time in one gap: {1000 * max(cpu_gaps):.0f} ms (the gap without waiting for a core)")
     print(f"RSS: {before:.1f} -> {rss_mib():.1f} MiB; load average {os.getloadavg()[0]:.1f}")
+    print(f"figures jobs in forked children: {window.figure_worker.children}; {fork_line(window)}")
     window.close()
     return 0 if longest < STALL_TARGET_MS else 1
 

@@ -34,6 +34,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -60,30 +61,34 @@ class FigureWorker(QObject):
     Where `in_child` (Linux), `submit` forks the child there and then, on the GUI thread: the child computes on a
     snapshot of the data as it was at that moment (`snapshots`), so a live sweep's figures are computed off the
     GUI thread too (the GUI thread is what changes a live sweep's data, and it is not changing it while it forks).
-    A collecting thread waits for each child's result. Elsewhere, one worker thread runs the jobs in the order
-    they were asked, and a job whose view is hidden (`view.shown` False) when its turn comes is not run
-    (`view.compute_skipped(version)`): the view asks again when it is shown.
+    One child runs at a time, the others wait their turn (a view's newer job replaces its older one that has not
+    started); a collecting thread waits for the child's result. Elsewhere, one worker thread runs the jobs in the
+    order they were asked. Either way a job whose view is hidden (`view.shown` False) when its turn comes is not
+    run (`view.compute_skipped(version)`): the view asks again when it is shown.
     """
 
     _done = Signal(object, object, object)  # view, version, result
     _failed = Signal(object, object, str)  # view, version, "ExceptionType: message"
     _skipped = Signal(object, object)  # view, version: hidden when its turn came
+    _child_ended = Signal()  # a child's outcome was read: the next queued job may fork
 
     def __init__(self, parent: QObject | None = None, in_child: bool = IN_CHILD):
         super().__init__(parent)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batchlab-figures")
-        # one thread per view's child at most (Summary, explanation, Analysis), waiting on its pipe
-        self._collectors = ThreadPoolExecutor(max_workers=3, thread_name_prefix="batchlab-figures-wait")
+        self._collector = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batchlab-figures-wait")
+        self._queue: list[tuple[Any, object, Callable[[], object]]] = []  # jobs waiting for their child
         self._closed = False
         self.in_child = in_child  # False: jobs run in the thread (tests whose jobs talk to the test)
         self.jobs = 0  # jobs submitted (tests)
         self.children = 0  # jobs whose result came from a forked child (tests)
         self.lost = 0  # children that ended without a result (their view computed on the GUI thread)
+        self.longest_fork_s = 0.0  # the longest os.fork on the GUI thread (bench/bench_window_soak.py)
         self._children: set[int] = set()  # the running children's pids
         self._children_lock = threading.Lock()
         self._done.connect(self._on_done)
         self._failed.connect(self._on_failed)
         self._skipped.connect(self._on_skipped)
+        self._child_ended.connect(self._start_next)
 
     @property
     def snapshots(self) -> bool:
@@ -98,18 +103,34 @@ class FigureWorker(QObject):
         if not self.in_child:
             self._executor.submit(self._work, view, version, job)
             return
-        child = self._fork(job)
-        if child is None:  # no process to be had (memory, a process limit): the view computes it here, later
-            QTimer.singleShot(0, self, lambda: self._on_failed(view, version, "no process for the figures"))
-            return
-        self._collectors.submit(self._collect, view, version, *child)
+        # one child at a time, so that the GUI thread keeps a core (two children beside the drawing of a
+        # 504-run Summary made its longest gap ~100 ms wall for ~65 ms of work); a view's job not yet started
+        # is replaced by its newer one (the older result would be dropped)
+        self._queue = [queued for queued in self._queue if queued[0] is not view]
+        self._queue.append((view, version, job))
+        self._start_next()
+
+    def _start_next(self) -> None:
+        """On the GUI thread: fork the next queued job's child unless one runs; a job whose view was hidden
+        before its turn is skipped (the view asks again when it is shown)."""
+        while self._queue and not self._children and not self._closed:
+            view, version, job = self._queue.pop(0)
+            if not getattr(view, "shown", True):
+                view.compute_skipped(version)
+                continue
+            child = self._fork(job)
+            if child is None:  # no process to be had (memory, a process limit): the view computes it here
+                QTimer.singleShot(0, self, lambda v=view, n=version: self._on_failed(v, n, "no process for figures"))
+                continue
+            self._collector.submit(self._collect, view, version, *child)
 
     def shutdown(self) -> None:
         """The window closes: jobs not started are dropped, running children are killed (a job running in the
         thread ends on its own, its result unseen)."""
         self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
-        self._collectors.shutdown(wait=False, cancel_futures=True)
+        self._collector.shutdown(wait=False, cancel_futures=True)
+        self._queue = []
         with self._children_lock:
             for pid in self._children:
                 os.kill(pid, signal.SIGKILL)  # not reaped yet (a zombie at worst): the pid is still its
@@ -126,6 +147,7 @@ class FigureWorker(QObject):
     def _fork(self, job: Callable[[], object]) -> tuple[int, int] | None:
         """(pid, the pipe's read end) of a child forked to run the job; None if it could not be forked."""
         read_fd, write_fd = os.pipe()
+        started = time.perf_counter()
         try:
             pid = os.fork()
         except OSError:
@@ -135,18 +157,32 @@ class FigureWorker(QObject):
         if pid == 0:  # the child: this thread alone; it never returns
             _child_main(job, read_fd, write_fd)
         os.close(write_fd)
+        self.longest_fork_s = max(self.longest_fork_s, time.perf_counter() - started)
         with self._children_lock:
             self._children.add(pid)
         return pid, read_fd
 
     def _collect(self, view: Any, version: object, pid: int, read_fd: int) -> None:
-        """In a collecting thread: the child's outcome, once it has written it and exited."""
+        """In the collecting thread: the child's outcome, once it has written it and exited; then the next job's
+        turn, whatever happened."""
+        try:
+            outcome = self._outcome(pid, read_fd)
+            if not self._closed:
+                self._send(view, version, outcome)
+        finally:
+            if not self._closed:
+                self._emit(self._child_ended)
+
+    def _outcome(self, pid: int, read_fd: int) -> tuple[str, Any]:
         try:
             with os.fdopen(read_fd, "rb") as pipe:
                 payload = pipe.read()  # until the child exits (the read lets go of the GIL)
         finally:
             with self._children_lock:
-                os.waitpid(pid, 0)
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:  # reaped by someone else already
+                    pass
                 self._children.discard(pid)
         try:
             outcome = pickle.loads(payload) if payload else None
@@ -154,11 +190,9 @@ class FigureWorker(QObject):
             outcome = None
         if not (isinstance(outcome, tuple) and len(outcome) == 2 and outcome[0] in ("done", "failed")):
             self.lost += 1  # killed, crashed, or a result that could not be sent
-            outcome = ("failed", "the figures process ended without a result")
-        else:
-            self.children += 1
-        if not self._closed:
-            self._send(view, version, outcome)
+            return "failed", "the figures process ended without a result"
+        self.children += 1
+        return outcome
 
     def _send(self, view: Any, version: object, outcome: tuple[str, Any]) -> None:
         kind, value = outcome

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from batchlab.gui.figure_worker import FigureWorker
+from PySide6.QtTest import QTest
 
 from tests.gui.conftest import wait_until
 
@@ -122,3 +123,20 @@ def test_closing_kills_a_child_that_is_still_computing(worker):
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # no such process: gone
     assert view.results == [] and view.failures == []  # the closed window hears nothing
+
+
+def test_one_child_at_a_time_and_a_views_waiting_job_replaced_by_its_newer_one(worker):
+    """The GUI thread keeps a core: a second job waits for the first child; a view that asks again before its
+    job started gets only its newest computed (the older result would be dropped)."""
+    first, second = View(), View()
+    worker.submit(first, 1, lambda: time.sleep(0.3) or "first")
+    worker.submit(second, 1, lambda: "second, stale")
+    worker.submit(second, 2, lambda: "second, newest")
+    most = 0
+    deadline = time.monotonic() + WAIT_S
+    while not second.results and time.monotonic() < deadline:
+        most = max(most, len(worker._children))
+        QTest.qWait(5)
+    assert most == 1
+    assert first.results == [(1, "first")] and second.results == [(2, "second, newest")]
+    assert worker.children == 2
