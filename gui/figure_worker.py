@@ -1,5 +1,5 @@
 """Computing a view's figures off the GUI thread: the Summary's, the explanation's and the Analysis tab's of a
-500-run file took 0.3-1.7 s each on the GUI thread, and a live sweep's Summary grew by ~1.3 ms per run at every
+500-run file took 0.3-1.7 s each on the GUI thread, and a live sweep's Summary grew by ~1.15 ms per run at every
 run's end (318 ms at 240 runs).
 
 What runs off the GUI thread is pure: core/ functions (core/analysis, core/aggregate: numpy, no Qt). The view

@@ -1,5 +1,5 @@
 """A live sweep's Summary and Analysis computed off the GUI thread (gui/figure_worker.py: a forked child sees the
-data as it was when the job was asked for). On the GUI thread a live sweep's Summary cost ~1.3 ms per run at
+data as it was when the job was asked for). On the GUI thread a live sweep's Summary cost ~1.15 ms per run at
 every run's end (318 ms at 240 runs, bench/bench_window_soak.py --tab summary_splitter); the drawn figures stay
 until the newer ones come, with no "(computing…)" between runs."""
 
