@@ -336,8 +336,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         payload = {"sweep": {"status": sweep.status, "message": sweep.message}, "runs": rows}
         if sweep.left_out_note:
             payload["sweep"]["left_out"] = sweep.left_out_note
-        if runs_at_once_line(sweep):
-            payload["sweep"]["runs_at_once"] = runs_at_once_line(sweep)
+        at_once = runs_at_once_line(sweep)
+        if at_once:
+            payload["sweep"]["runs_at_once"] = at_once
         payload["analysis"] = analyse(sweep, profile).as_dict()
         from batchlab.core.analysis.explain import explain_scaling
 

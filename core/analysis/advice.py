@@ -16,6 +16,7 @@ import math
 from typing import TYPE_CHECKING
 
 from batchlab.core.analysis.claims import MemorySlope, Prediction, StepsRatio, say
+from batchlab.core.analysis.concurrency import shared_cores_caveat
 from batchlab.core.analysis.critical import BOOTSTRAP_RESAMPLES, CONFIDENCE, MIN_BATCH_SIZES
 from batchlab.core.analysis.explain import _mib, _ms
 from batchlab.core.analysis.lr_policy import ASSUMPTION, LrPolicy
@@ -318,10 +319,12 @@ def recommendation(analysis: Analysis, sweep: SweepData, surface: str = "cli") -
     """The recommendation, one paragraph per item; every claim carries the numbers it rests on. `surface`: where it
     is read, "cli" (next steps as options) or "window" (as the setup panel's fields)."""
     check_surface(surface)
+    caveat = shared_cores_caveat(sweep, surface)  # times of runs trained beside others on shared cores
+    first = [caveat] if caveat else []
     if not analysis.target:
         lines = no_target_recommendation(analysis, sweep, surface)
-        return [*lines, *_memory(analysis), *_noise_scale(analysis), *_profile(analysis)]
-    lines = [*_fastest(analysis), *_profile(analysis), *_critical(analysis), *_regimes(analysis)]
+        return [*first, *lines, *_memory(analysis), *_noise_scale(analysis), *_profile(analysis)]
+    lines = [*first, *_fastest(analysis), *_profile(analysis), *_critical(analysis), *_regimes(analysis)]
     lines += _noise_scale(analysis)
     lines += _memory(analysis)
     lines += _learning_rate(analysis, sweep, analysis.best_measured)

@@ -23,7 +23,7 @@ def runs_at_once_line(sweep) -> str:
     if not placed:
         return ""
     most = max(int(r.attrs["runs_at_once"]) for r in placed)
-    shared = [r for r in placed if int(r.attrs.get("shared_cores", 0) or 0)]
+    shared = _shared(sweep)
     if shared:
         return (
             f"Runs at once: {len(shared)} of {len(runs)} runs trained up to {most} at a time on shared CPU cores "
@@ -38,6 +38,34 @@ def runs_at_once_line(sweep) -> str:
         f"Runs at once: {len(placed)} of {len(runs)} runs trained up to {most} at a time, one per GPU ({where}); "
         "no two shared a GPU, but they shared the host's CPU cores, memory and disk, so a step time that waits "
         "for its input may be longer than the run's alone"
+    )
+
+
+def _shared(sweep) -> list:
+    """The runs that trained beside others on shared CPU cores (--parallel N on a CPU)."""
+    return [
+        r
+        for r in sweep.ordered_runs()
+        if int(r.attrs.get("runs_at_once", 1) or 1) > 1 and int(r.attrs.get("shared_cores", 0) or 0)
+    ]
+
+
+def shared_cores_caveat(sweep, surface: str = "cli") -> str:
+    """Said first in the recommendation when its times come from runs trained beside others on shared CPU cores
+    (each carries the warning that its times mean little): "" otherwise. `surface`: "cli" or "window"."""
+    shared = _shared(sweep)
+    if not shared:
+        return ""
+    most = max(int(r.attrs["runs_at_once"]) for r in shared)
+    if surface == "window":
+        how, again = f"Runs at once {most}", "set Runs at once to 1 in the setup panel's Run section and run"
+    else:
+        how, again = f"--parallel {most}", "run"
+    again += " the candidates again" + (" with --parallel 1" if surface != "window" else "")
+    return (
+        f"The times below come from {len(shared)} runs that trained up to {most} at a time on shared CPU cores "
+        f"({how}), so a choice by time may not hold for a run alone: {again} before relying on it; the losses "
+        "and steps to target do not depend on it."
     )
 
 

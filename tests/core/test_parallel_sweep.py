@@ -59,6 +59,19 @@ def test_two_runs_at_once_give_the_same_runs_as_one_at_a_time_each_with_its_warn
     assert "Runs at once: 4 of 4 runs trained up to 2 at a time on shared CPU cores (--parallel)" in report
     assert f"each carries the warning that it {note}" in report
     assert report.count("Runs at once") == 1  # at the top, not again in the explanation
+    # the recommendation, which chooses by time among other things, says first that these times are shared
+    caveat = (
+        "The times below come from 4 runs that trained up to 2 at a time on shared CPU cores (--parallel 2), so a "
+        "choice by time may not hold for a run alone: run the candidates again with --parallel 1 before relying "
+        "on it"
+    )
+    assert caveat in report
+    from batchlab.core.analysis.analyse import analyse
+    from batchlab.core.settings.placement import parse_parallel
+
+    assert parse_parallel("1") == ""  # the advice's option is one the spec takes: one run at a time
+    window = analyse(SweepData.from_file(tmp_path / "paired.h5"), surface="window").recommendation
+    assert window[0].startswith("The times below come from 4 runs") and "set Runs at once to 1" in window[0]
     from batchlab.core.analysis.explain import explain_sweep
 
     # the window's explanation (the same function) opens with the same line
@@ -66,4 +79,5 @@ def test_two_runs_at_once_give_the_same_runs_as_one_at_a_time_each_with_its_warn
     assert cli.main(["report", str(tmp_path / "paired.h5"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sweep"]["runs_at_once"].startswith("Runs at once: 4 of 4 runs")
     assert cli.main(["report", str(tmp_path / "alone.h5")]) == 0
-    assert "Runs at once" not in capsys.readouterr().out
+    alone_report = capsys.readouterr().out
+    assert "Runs at once" not in alone_report and "The times below come from" not in alone_report
