@@ -45,7 +45,7 @@ class ExecutionFields:
         self.xla = QCheckBox("compile with XLA (partly: auto)")
         self.xla.setTristate(True)  # unchecked: off, partly: auto (xla_choice.py), checked: on
         self._row(form, "xla", "", self.xla)
-        self.mixed_precision = QCheckBox("mixed precision (float16, GPU only)")
+        self.mixed_precision = QCheckBox("mixed float16 (GPU only)")
         self._row(form, "mixed_precision", "", self.mixed_precision)
         self._described_row(form, "noise_scale_every")
         self._described_row(form, "noise_scale_parts")

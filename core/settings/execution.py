@@ -306,7 +306,7 @@ GROUP = SettingsGroup(
             parse_mixed_precision,
             "mixed_float16 with loss scaling, float32 output layer (GPU only; refused on the CPU)",
             option="--mixed-precision",
-            check_text="mixed precision (float16, GPU only)",
+            check_text="mixed float16 (GPU only)",
         ),
         Setting(
             "tf_threads",
