@@ -336,8 +336,11 @@ class SweepData:
     # ------------------------------------------------------------ from a file
 
     @classmethod
-    def from_record(cls, record: SweepRecord, label: str = "", path: str | None = None) -> SweepData:
-        """Build from a batchlab.core.runfile.SweepRecord (a file on disk, finished or still being written)."""
+    def from_record(
+        cls, record: SweepRecord, label: str = "", path: str | None = None, pause: Callable[[], None] | None = None
+    ) -> SweepData:
+        """Build from a batchlab.core.runfile.SweepRecord (a file on disk, finished or still being written).
+        `pause()`, if given, is called after each run (see from_file)."""
         data = cls(label=label, path=path)
         data.spec = dict(record.spec or {})
         data.environment = dict(record.environment or {})
@@ -360,6 +363,8 @@ class SweepData:
                 k: [float(x) for x in v] for k, v in (rec.evals or {}).items() if k not in ev.EVAL_COLUMN_NAMES
             }
             data.runs[run.index] = run
+            if pause is not None:
+                pause()
         data.end_if_writer_gone()
         return data
 
@@ -399,17 +404,25 @@ class SweepData:
 
     @classmethod
     def from_file(
-        cls, path: str | Path, label: str = "", progress: Callable[[int, int], None] | None = None
+        cls,
+        path: str | Path,
+        label: str = "",
+        progress: Callable[[int, int], None] | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> SweepData:
         """Read a run file into the model; raises batchlab.core.runfile.RunFileError if it cannot.
 
         `progress(done, total)` after each run read (see read_run_file). Every run's figures are computed
-        here too, so a window that reads in a worker thread does not compute them on its own.
+        here too, so a window that reads in a worker thread does not compute them on its own. `pause()`, if
+        given, is called after each run is built and after each run's figures (a reader thread gives the GUI
+        thread the interpreter there; gui/file_reader.py).
         """
         record = read_run_file(path, progress=progress)
-        data = cls.from_record(record, label=label or Path(path).name, path=str(path))
+        data = cls.from_record(record, label=label or Path(path).name, path=str(path), pause=pause)
         for run in data.runs.values():
             run.figures  # noqa: B018 - computed now (cached on the run), not when a view first asks
+            if pause is not None:
+                pause()
         return data
 
     # ------------------------------------------------------------ questions views ask

@@ -5,6 +5,12 @@ it; results come back to the GUI thread through queued signals (the Orange3 patt
 moved enough to matter). h5py holds the GIL inside each HDF5 call, but one call reads one column of one run
 (well under a millisecond), so the GUI thread gets the interpreter back within Python's switch interval:
 measured in docs/benchmarks.md ("Opening and comparing a 504-run file").
+
+After the HDF5 reads come ~0.25 s of numpy (the runs built from the record, their figures), whose sorts and
+partitions give the GIL up and take it back so often that CPython never asks the thread to hand it over (see
+gui/figure_worker.py): the GUI thread waited out the end of a 504-run read (a 121 ms gap for 4 ms of its work,
+in two opens of six). So the read pauses 0.2 ms after every fourth run there (`give_way`): enough for a
+waiting GUI thread to take the interpreter, which then waits at most four runs' work (~1-2 ms).
 """
 
 from __future__ import annotations
@@ -19,6 +25,21 @@ from batchlab.core.model import SweepData
 from PySide6.QtCore import QObject, Signal
 
 PROGRESS_EVERY_S = 0.1  # a progress signal at most this often (s): more would only flood the event loop
+GIVE_WAY_S = 0.0002  # the reader's pause, in which a GUI thread waiting for the GIL takes it
+GIVE_WAY_EVERY = 4  # runs of numpy work between pauses (each pause after every run cost 8% of a 504-run read)
+
+
+def give_way_every(runs: int = GIVE_WAY_EVERY) -> Callable[[], None]:
+    """A `pause` for SweepData.from_file: every `runs` calls, sleep GIVE_WAY_S without the GIL, so that a thread
+    waiting for it gets it then, not after the reader's work."""
+    calls = [0]
+
+    def pause() -> None:
+        calls[0] += 1
+        if calls[0] % runs == 0:
+            time.sleep(GIVE_WAY_S)
+
+    return pause
 
 
 def emit_if_alive(signal, *args) -> None:
@@ -33,9 +54,11 @@ class ReadCancelled(Exception):
     """A newer read (or cancel()) replaced this one; it stops after the run it is reading."""
 
 
-def read_sweep(path: str, label: str, progress: Callable[[int, int], None] | None = None) -> SweepData:
+def read_sweep(
+    path: str, label: str, progress: Callable[[int, int], None] | None = None, pause: Callable[[], None] | None = None
+) -> SweepData:
     """The one read of a run file, in the thread or not (the same numbers either way)."""
-    return SweepData.from_file(path, label=label or Path(path).name, progress=progress)
+    return SweepData.from_file(path, label=label or Path(path).name, progress=progress, pause=pause)
 
 
 class FileReader(QObject):
@@ -96,7 +119,7 @@ class FileReader(QObject):
         if generation != self._generation:
             return
         try:
-            data = read_sweep(path, label, progress)
+            data = read_sweep(path, label, progress, pause=give_way_every())
         except ReadCancelled:
             return
         except (SpecError, OSError) as e:

@@ -220,3 +220,15 @@ def test_an_interrupted_real_sweep_gives_the_same_figures_live_reopened_and_repo
     text = DOC.read_text(encoding="utf-8")
     for name, value in read_run_file(out).runs[0].attrs.items():
         assert f"`{name}`" in text, f"run attribute {name}={value!r} is not in docs/runfile-format.md"
+
+
+def test_from_file_pauses_after_each_run_built_and_each_runs_figures_with_the_same_numbers(tmp_path):
+    """The window's reader thread gives the GUI thread the interpreter in these pauses (gui/file_reader.py)."""
+    from tests.gui.synthetic import write_run_file
+
+    path = write_run_file(tmp_path / "p.h5", batch_sizes=(16, 32), seeds=(0, 1))
+    calls = []
+    paused = SweepData.from_file(path, pause=lambda: calls.append(1))
+    plain = SweepData.from_file(path)
+    assert len(calls) == 2 * len(plain.runs) == 8  # after each run built, after each run's figures
+    assert [r.figures.epoch_time for r in paused.ordered_runs()] == [r.figures.epoch_time for r in plain.ordered_runs()]

@@ -22,9 +22,9 @@ def _held_reads(monkeypatch) -> threading.Event:
     go = threading.Event()
     real = file_reader.read_sweep
 
-    def held(path, label, progress=None):
+    def held(path, label, progress=None, pause=None):
         assert go.wait(READ_S), "the test never let the read go"
-        return real(path, label, progress)
+        return real(path, label, progress, pause)
 
     monkeypatch.setattr(file_reader, "read_sweep", held)
     return go
