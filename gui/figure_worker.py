@@ -244,7 +244,7 @@ def _child_main(job: Callable[[], object], read_fd: int, write_fd: int) -> None:
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(payload)
         code = 0
-    except BaseException:  # noqa: BLE001 - anything else (an unpicklable result, a signal): no result, the
-        pass  # parent runs the job in its thread
+    except BaseException:  # noqa: BLE001 - anything else (an unpicklable result, a signal): no result, which
+        pass  # the parent reports as a failure (the view then computes on the GUI thread)
     finally:
         os._exit(code)

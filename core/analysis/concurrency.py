@@ -58,10 +58,10 @@ def shared_cores_caveat(sweep, surface: str = "cli") -> str:
         return ""
     most = max(int(r.attrs["runs_at_once"]) for r in shared)
     if surface == "window":
-        how, again = f"Runs at once {most}", "set Runs at once to 1 in the setup panel's Run section and run"
+        how = f"Runs at once {most}"
+        again = "set Runs at once to 1 in the setup panel's Run section and run the candidates again"
     else:
-        how, again = f"--parallel {most}", "run"
-    again += " the candidates again" + (" with --parallel 1" if surface != "window" else "")
+        how, again = f"--parallel {most}", "run the candidates again with --parallel 1"
     return (
         f"The times below come from {len(shared)} runs that trained up to {most} at a time on shared CPU cores "
         f"({how}), so a choice by time may not hold for a run alone: {again} before relying on it; the losses "
